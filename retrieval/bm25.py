@@ -1,0 +1,42 @@
+"""Lexical branch: rank_bm25.BM25Okapi over sub-chunks, rebuilt at start-up, never pickled (ADR-0022 C)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from retrieval.tokenize import tokenize
+from retrieval.types import Chunk, Hit
+
+
+class BM25Index:
+    """BM25 over the same chunk list the dense store holds. An empty corpus gives an empty index."""
+
+    def __init__(self, chunks: Sequence[Chunk], tokenizer: Callable[[str], list[str]] = tokenize) -> None:
+        from rank_bm25 import BM25Okapi
+
+        self._chunks = list(chunks)
+        self._tokenizer = tokenizer
+        corpus = [tokenizer(c.indexed_text) for c in self._chunks]
+        # rank_bm25 divides by the corpus size, and an all-empty corpus has no vocabulary to score.
+        self._bm25 = BM25Okapi(corpus) if any(corpus) else None
+
+    @property
+    def empty(self) -> bool:
+        return self._bm25 is None
+
+    def __len__(self) -> int:
+        return 0 if self._bm25 is None else len(self._chunks)
+
+    def search(self, query: str, depth: int) -> list[Hit]:
+        """The ``depth`` best chunks with a positive BM25 score (a chunk sharing no term is not a match)."""
+        if self._bm25 is None or depth < 1:
+            return []
+        terms = self._tokenizer(query)
+        if not terms:
+            return []
+        scores = np.asarray(self._bm25.get_scores(terms), dtype=np.float64)
+        order = sorted(np.flatnonzero(scores > 0), key=lambda i: (-scores[i], self._chunks[i].chunk_id))[:depth]
+        return [Hit(chunk_id=self._chunks[i].chunk_id, parent_id=self._chunks[i].parent_id, rank=r,
+                    score=float(scores[i])) for r, i in enumerate(order, start=1)]

@@ -1,0 +1,117 @@
+"""``python -m retrieval query|eval|bench|lab``.
+
+Each subcommand lives in its own module, which exposes ``register(subparsers)``; the modules stay light at import
+time (models load when a command runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from retrieval.settings import Settings
+
+SUBCOMMAND_MODULES = ("retrieval.cli", "retrieval.evaluate", "retrieval.bench", "retrieval.lab")
+
+
+def settings_from_args(args: argparse.Namespace, **extra) -> Settings:
+    """Settings from the environment, overridden by the common command-line flags that were given."""
+    overrides = dict(extra)
+    for flag, attr in (("rrf_k", "rrf_k"), ("top_k", "top_k"), ("bm25_weight", "bm25_weight"),
+                       ("dense_weight", "dense_weight"), ("embedding_model", "embedding_model")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[attr] = value
+    if getattr(args, "no_hybrid", False):
+        overrides["hybrid_enabled"] = False
+    if getattr(args, "simulate_reranker_failure", False):
+        overrides["simulate_reranker_failure"] = True
+    if getattr(args, "simulate_empty_bm25", False):
+        overrides["simulate_empty_bm25"] = True
+    return Settings.from_env(**overrides)
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by every command that runs the pipeline."""
+    parser.add_argument("--rrf-k", type=int, help="RRF constant (default: RRF_K or 60)")
+    parser.add_argument("--top-k", type=int, help="cards returned (default: TOP_K or 5)")
+    parser.add_argument("--bm25-weight", type=float, help="weight of the BM25 ranking in fusion")
+    parser.add_argument("--dense-weight", type=float, help="weight of the dense ranking in fusion")
+    parser.add_argument("--embedding-model", help="bge-small-en-v1.5 (default), all-MiniLM-L6-v2, or a "
+                                                  "sentence-transformers model on disk")
+    parser.add_argument("--no-hybrid", action="store_true", help="legacy dense-only path")
+    parser.add_argument("--simulate-reranker-failure", action="store_true", help="pretend the reranker failed to load")
+    parser.add_argument("--simulate-empty-bm25", action="store_true", help="pretend the BM25 index is empty")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("query", help="run one turn through the pipeline")
+    p.add_argument("text", help="the user turn")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    add_common(p)
+    p.set_defaults(func=run_query)
+
+
+def run_query(args: argparse.Namespace) -> int:
+    from retrieval.pipeline import get_retriever
+
+    settings = settings_from_args(args)
+    result = get_retriever(settings).retrieve(args.text, settings)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(format_result(result))
+    return 0
+
+
+def format_result(result) -> str:
+    """A readable text table of one turn."""
+    lines = [f"turn:   {result.query}", f"level:  {result.hybrid_path}  ({result.reason})", ""]
+
+    def block(title: str, rows: list[str]) -> None:
+        lines.append(title)
+        lines.extend(rows or ["  (none)"])
+        lines.append("")
+
+    for branch in (result.bm25, result.dense):
+        status = "" if branch.status == "ok" else f"  [{branch.status}: {branch.reason}]"
+        block(f"{branch.name}{status}", [f"  {h.rank:>3}  {h.score:8.4f}  {h.chunk_id}" for h in branch.hits[:10]])
+    block("rrf fused", [f"  {h.rank:>3}  {h.score:8.5f}  {h.chunk_id}  ranks={h.branch_ranks}" for h in result.fused[:10]])
+    block("reranked", [f"  {h.rank:>3}  {h.score:8.4f}  {h.chunk_id}  (fused #{h.fused_rank})" for h in result.reranked[:10]])
+    block("final", [f"  {h.rank:>3}  {h.parent_id}  sim={h.similarity if h.similarity is None else round(h.similarity, 3)}"
+                    for h in result.final])
+    if result.cut:
+        block("cut", [f"  ---  {h.parent_id}  {h.cut_reason}" for h in result.cut[:10]])
+    lines.append("timings ms: " + ", ".join(f"{k}={v:.1f}" for k, v in result.timings_ms.items()))
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:  # settings, corpus and dataset errors carry a message that says how to fix them
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,234 @@
+"""Load and validate cards (shipped JSONL or a BEIR folder) and split them into sub-chunks with stable ids."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retrieval.types import Card, Chunk
+
+CARD_FIELDS = ("id", "title", "lang", "topic", "text")
+QUERY_CATEGORIES = ("lexical", "semantic", "mixed", "multilingual", "no_match")
+MAX_CARD_CHARS = 100_000
+DEFAULT_CHUNK_WORDS = 60
+CHUNKER_VERSION = "sentences-v1"
+
+
+class CorpusError(ValueError):
+    """A corpus or query file is malformed. The message names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class LabeledQuery:
+    """A user turn with graded relevance per parent id (empty for an out-of-domain turn)."""
+
+    id: str
+    text: str
+    lang: str = "en"
+    category: str = "mixed"
+    relevant: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Cards plus labeled turns: the shipped set or a BEIR split."""
+
+    name: str
+    cards: tuple[Card, ...]
+    queries: tuple[LabeledQuery, ...]
+    chunk_words: int | None = DEFAULT_CHUNK_WORDS
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: file not found. Check the path (CORPUS_PATH or --beir).") from None
+    with handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from None
+            if not isinstance(obj, dict):
+                raise CorpusError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
+            yield lineno, obj
+
+
+def _require_str(path: Path, lineno: int, obj: dict[str, Any], name: str, *, allow_empty: bool = False) -> str:
+    if name not in obj:
+        raise CorpusError(f"{path}:{lineno}: missing field {name!r}.")
+    value = obj[name]
+    if not isinstance(value, str):
+        raise CorpusError(f"{path}:{lineno}: field {name!r} must be a string, got {type(value).__name__}.")
+    if not allow_empty and not value.strip():
+        raise CorpusError(f"{path}:{lineno}: field {name!r} is empty.")
+    return value
+
+
+def load_cards(path: str | Path) -> list[Card]:
+    """Read and validate a cards JSONL file (fields: id, title, lang, topic, text).
+
+    Raises:
+        CorpusError: bad JSON, a missing or empty field, a duplicate id, an oversized card, or no cards at all,
+            with the file, line and field named.
+    """
+    path = Path(path)
+    cards: list[Card] = []
+    first_line: dict[str, int] = {}
+    for lineno, obj in _json_lines(path):
+        values = {name: _require_str(path, lineno, obj, name) for name in CARD_FIELDS}
+        card_id = values["id"].strip()
+        if card_id in first_line:
+            raise CorpusError(
+                f"{path}:{lineno}: field 'id': duplicate id {card_id!r} (first seen on line {first_line[card_id]})."
+            )
+        if len(values["text"]) > MAX_CARD_CHARS:
+            raise CorpusError(
+                f"{path}:{lineno}: field 'text' has {len(values['text']):,} characters; the limit is "
+                f"{MAX_CARD_CHARS:,}. Split the card into smaller cards."
+            )
+        first_line[card_id] = lineno
+        cards.append(Card(id=card_id, title=values["title"].strip(), lang=values["lang"].strip(),
+                          topic=values["topic"].strip(), text=values["text"].strip()))
+    if not cards:
+        raise CorpusError(f"{path}: no cards found. The file must hold one JSON card per line.")
+    return cards
+
+
+def load_queries(path: str | Path) -> list[LabeledQuery]:
+    """Read labeled turns (fields: id, text, lang, category, relevant {card_id: grade})."""
+    path = Path(path)
+    out: list[LabeledQuery] = []
+    seen: set[str] = set()
+    for lineno, obj in _json_lines(path):
+        qid = _require_str(path, lineno, obj, "id")
+        text = _require_str(path, lineno, obj, "text")
+        category = _require_str(path, lineno, obj, "category")
+        if category not in QUERY_CATEGORIES:
+            raise CorpusError(f"{path}:{lineno}: field 'category' is {category!r}; allowed {QUERY_CATEGORIES}.")
+        relevant = obj.get("relevant")
+        if not isinstance(relevant, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in relevant.items()
+        ):
+            raise CorpusError(f"{path}:{lineno}: field 'relevant' must map card ids to integer grades.")
+        if qid in seen:
+            raise CorpusError(f"{path}:{lineno}: field 'id': duplicate query id {qid!r}.")
+        seen.add(qid)
+        out.append(LabeledQuery(id=qid, text=text, lang=str(obj.get("lang", "en")), category=category,
+                                relevant=dict(relevant)))
+    return out
+
+
+def load_shipped(cards_path: str | Path, queries_path: str | Path | None = None) -> Dataset:
+    """The shipped synthetic set: ``cards.jsonl`` and, beside it, ``queries.jsonl``."""
+    cards_path = Path(cards_path)
+    queries_path = Path(queries_path) if queries_path else cards_path.with_name("queries.jsonl")
+    cards = load_cards(cards_path)
+    queries = load_queries(queries_path)
+    known = {c.id for c in cards}
+    for q in queries:
+        unknown = sorted(set(q.relevant) - known)
+        if unknown:
+            raise CorpusError(f"{queries_path}: query {q.id!r} labels unknown card ids {unknown}.")
+    return Dataset(name="shipped", cards=tuple(cards), queries=tuple(queries))
+
+
+def load_beir(folder: str | Path, split: str = "test") -> Dataset:
+    """A BEIR-layout folder: ``corpus.jsonl`` (_id, title, text), ``queries.jsonl`` (_id, text) and
+    ``qrels/<split>.tsv`` (query-id, corpus-id, score, with a header). Only queries with qrels are kept."""
+    folder = Path(folder)
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    if not qrels_path.exists():
+        available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+        raise CorpusError(f"{qrels_path}: file not found. Available splits: {available or 'none'}.")
+    cards: list[Card] = []
+    seen: set[str] = set()
+    corpus_path = folder / "corpus.jsonl"
+    for lineno, obj in _json_lines(corpus_path):
+        doc_id = _require_str(corpus_path, lineno, obj, "_id")
+        text = _require_str(corpus_path, lineno, obj, "text", allow_empty=True)
+        title = obj.get("title") or ""
+        if not isinstance(title, str):
+            raise CorpusError(f"{corpus_path}:{lineno}: field 'title' must be a string.")
+        if not (title.strip() or text.strip()):
+            continue  # BEIR sets hold a few empty documents; they can never be retrieved
+        if doc_id in seen:
+            raise CorpusError(f"{corpus_path}:{lineno}: field '_id': duplicate id {doc_id!r}.")
+        seen.add(doc_id)
+        cards.append(Card(id=doc_id, title=title.strip(), lang="en", topic="beir", text=text.strip()))
+    qrels: dict[str, dict[str, int]] = {}
+    with qrels_path.open(encoding="utf-8", newline="") as handle:
+        for lineno, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
+            if not row or (lineno == 1 and not row[-1].strip().lstrip("-").isdigit()):
+                continue  # blank line or header
+            if len(row) < 3:
+                raise CorpusError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns "
+                                  f"(query-id, corpus-id, score), got {len(row)}.")
+            try:
+                grade = int(row[-1])
+            except ValueError:
+                raise CorpusError(f"{qrels_path}:{lineno}: column 'score' must be an integer, got {row[-1]!r}.") from None
+            if grade > 0:
+                qrels.setdefault(row[0].strip(), {})[row[-2].strip()] = grade
+    queries: list[LabeledQuery] = []
+    queries_path = folder / "queries.jsonl"
+    for lineno, obj in _json_lines(queries_path):
+        qid = _require_str(queries_path, lineno, obj, "_id")
+        if qid in qrels:
+            queries.append(LabeledQuery(id=qid, text=_require_str(queries_path, lineno, obj, "text"),
+                                        category="beir", relevant=qrels[qid]))
+    if not queries:
+        raise CorpusError(f"{queries_path}: no query has judgements in {qrels_path}.")
+    return Dataset(name=f"{folder.name}-{split}", cards=tuple(cards), queries=tuple(queries), chunk_words=None)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_card(card: Card, max_words: int | None = DEFAULT_CHUNK_WORDS) -> list[Chunk]:
+    """Split a card into sub-chunks of whole sentences, at most ``max_words`` words each (a longer sentence
+    stands alone). ``max_words=None`` keeps the card whole. Ids are ``<card_id>#<n>``, n from 0: stable as long
+    as the card text is."""
+    if max_words is None:
+        pieces = [card.text]
+    else:
+        pieces, current, count = [], [], 0
+        for sentence in _SENTENCE.split(card.text):
+            words = len(sentence.split())
+            if current and count + words > max_words:
+                pieces.append(" ".join(current))
+                current, count = [], 0
+            current.append(sentence)
+            count += words
+        if current:
+            pieces.append(" ".join(current))
+    return [Chunk(chunk_id=f"{card.id}#{n}", parent_id=card.id, title=card.title, lang=card.lang, text=piece)
+            for n, piece in enumerate(pieces)]
+
+
+def split_cards(cards: Iterable[Card], max_words: int | None = DEFAULT_CHUNK_WORDS) -> list[Chunk]:
+    """Every card's sub-chunks, in corpus order."""
+    return [chunk for card in cards for chunk in split_card(card, max_words)]
+
+
+def fingerprint(chunks: Sequence[Chunk], *extra: str) -> str:
+    """A short hash of the chunk ids and texts (plus ``extra``, e.g. the model name): a changed corpus or model
+    gets a new dense collection, an unchanged one is reused."""
+    digest = hashlib.sha256()
+    for part in (CHUNKER_VERSION, *extra):
+        digest.update(part.encode())
+        digest.update(b"\x00")
+    for chunk in chunks:
+        for part in (chunk.chunk_id, chunk.title, chunk.text):
+            digest.update(part.encode())
+            digest.update(b"\x00")
+    return digest.hexdigest()[:16]

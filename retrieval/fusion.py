@@ -1,0 +1,78 @@
+"""Rank fusion as pure functions over ranked id lists (1-based ranks, ties broken by id)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]] | Mapping[str, Sequence[str]],
+    k: int = 60,
+    weights: Sequence[float] | Mapping[str, float] | None = None,
+) -> list[tuple[str, float]]:
+    """Fuse ranked lists with (weighted) Reciprocal Rank Fusion (Cormack et al., 2009).
+
+    ``score(d) = sum_r w_r / (k + rank_r(d))`` with 1-based ranks; a document missing from a ranking adds
+    nothing. Sorted by score descending, ties broken by id ascending so the order is deterministic.
+
+    Args:
+        rankings: ranked id lists, best first; a list of lists or a mapping name -> list.
+        k: the RRF constant, a positive integer.
+        weights: one weight per ranking (same order / same keys); default 1.0 each.
+
+    Returns:
+        ``[(doc_id, score), ...]``, best first.
+    """
+    names, lists = _as_named(rankings)
+    w = _as_weights(names, weights)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer (the RRF constant, e.g. 60), got {k!r}.")
+    scores: dict[str, float] = {}
+    for name, ranked in zip(names, lists):
+        seen: set[str] = set()
+        for rank, doc in enumerate(ranked, start=1):
+            if doc in seen:
+                raise ValueError(f"ranking {name!r} lists {doc!r} twice: each id may appear once per ranking.")
+            seen.add(doc)
+            scores[doc] = scores.get(doc, 0.0) + w[name] / (k + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def rrf_terms(
+    rankings: Mapping[str, Sequence[str]], k: int = 60, weights: Mapping[str, float] | None = None
+) -> dict[str, dict[str, tuple[int | None, float]]]:
+    """Per document, per ranking: ``(rank or None, weighted contribution)``: the arithmetic behind RRF."""
+    names, lists = _as_named(rankings)
+    w = _as_weights(names, weights)
+    out: dict[str, dict[str, tuple[int | None, float]]] = {}
+    for name, ranked in zip(names, lists):
+        for rank, doc in enumerate(ranked, start=1):
+            out.setdefault(doc, {n: (None, 0.0) for n in names})[name] = (rank, w[name] / (k + rank))
+    return out
+
+
+def _as_named(rankings: Sequence[Sequence[str]] | Mapping[str, Sequence[str]]) -> tuple[list[str], list[list[str]]]:
+    if isinstance(rankings, Mapping):
+        return list(rankings.keys()), [list(v) for v in rankings.values()]
+    if isinstance(rankings, (str, bytes)):
+        raise TypeError("rankings must be a list of ranked id lists, not a string.")
+    lists = [list(r) for r in rankings]
+    return [str(i) for i in range(len(lists))], lists
+
+
+def _as_weights(names: list[str], weights: Sequence[float] | Mapping[str, float] | None) -> dict[str, float]:
+    if weights is None:
+        return {n: 1.0 for n in names}
+    if isinstance(weights, Mapping):
+        missing = [n for n in names if n not in weights]
+        if missing:
+            raise ValueError(f"weights has no entry for rankings {missing}: give one weight per ranking.")
+        w = {n: float(weights[n]) for n in names}
+    else:
+        if len(weights) != len(names):
+            raise ValueError(f"got {len(weights)} weights for {len(names)} rankings: give one weight per ranking.")
+        w = {n: float(x) for n, x in zip(names, weights)}
+    bad = {n: x for n, x in w.items() if not x >= 0}
+    if bad:
+        raise ValueError(f"weights must be >= 0, got {bad}.")
+    return w

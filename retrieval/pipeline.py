@@ -1,0 +1,416 @@
+"""HybridRetriever: branches -> fusion -> rerank -> parent dedup -> top_k -> threshold (ADR-0022).
+
+It decides and reports the degradation level (``full``, ``rrf_only``, ``dense_only``, ``bm25_only``,
+``no_match``) as data on the result and as the span attribute ``agent.hybrid_path``. A request never fails
+because a model or a branch failed. Branch lists, query embeddings and cross-encoder scores are cached per
+turn, so changing rrf_k, weights, top_k, the threshold or a failure toggle re-runs no model.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import shutil
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+
+from retrieval import rerank as rerank_mod
+from retrieval.bm25 import BM25Index
+from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
+from retrieval.dense import DenseStore, Progress, chroma_client
+from retrieval.encoders import Embedder, canonical_embedder, load_embedder
+from retrieval.fusion import reciprocal_rank_fusion
+from retrieval.parents import best_per_parent
+from retrieval.settings import Settings
+from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("retrieval")
+
+MAX_QUERY_CHARS = 2000
+REFUSAL = ("I could not find this in the medication cards I have, so I will not guess. "
+           "Please ask your pharmacist or care team.")
+
+_EXECUTOR = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="retrieval")
+
+
+class QueryError(ValueError):
+    """A turn that cannot be searched as typed; the message says what to change."""
+
+
+def clean_query(text: Any) -> str:
+    """Normalise a turn (NFC, control characters -> spaces, whitespace collapsed) or raise ``QueryError``."""
+    if not isinstance(text, str):
+        raise QueryError(f"The turn must be text, got {type(text).__name__}.")
+    text = unicodedata.normalize("NFC", text)
+    text = "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch for ch in text)
+    text = " ".join(text.split())
+    if not text:
+        raise QueryError("The turn is empty: type a question, e.g. 'What does GlucoSense GS-40 error E-07 mean?'.")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"The turn is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
+                         "Shorten it to the question you want answered.")
+    return text
+
+
+class _LRU:
+    """A small thread-safe LRU cache for per-turn values."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@dataclass
+class _Stage:
+    value: Any = None
+    ms: float = 0.0
+    cached: bool = False
+
+
+class HybridRetriever:
+    """The retrieval core over one corpus and one embedding model.
+
+    Index-level settings (corpus, embedding model, Chroma location) are fixed at construction; every other
+    setting can change per call to ``retrieve``.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, chunks: Sequence[Chunk] | None = None,
+                 progress: Progress | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        s = self.settings
+        if chunks is None:
+            chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
+        self.chunks: tuple[Chunk, ...] = tuple(chunks)
+        self.by_id = {c.chunk_id: c for c in self.chunks}
+        started = time.perf_counter()
+        self.bm25 = BM25Index(self.chunks)
+        self.bm25_build_ms = (time.perf_counter() - started) * 1000
+        self.embedder: Embedder | None = None
+        self.dense: DenseStore | None = None
+        self.dense_error = ""
+        self._progress = progress
+        self._dense_lock = threading.Lock()
+        self._cache = _LRU()
+        self._connect_dense()
+
+    # ----------------------------------------------------------------------------------------- dense store
+    def _connect_dense(self) -> None:
+        s = self.settings
+        try:
+            self.embedder = self.embedder or load_embedder(s.embedding_model)
+        except Exception as exc:
+            self.dense_error = str(exc)
+            log.error("dense branch unavailable: %s", exc)
+            return
+        try:
+            self.dense = self._open_store()
+            self.dense_error = ""
+        except Exception as exc:
+            where = f"Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
+            self.dense_error = f"{where} unavailable ({type(exc).__name__}: {exc})"
+            log.error("dense branch unavailable: %s", self.dense_error)
+
+    def _open_store(self) -> DenseStore:
+        s = self.settings
+        assert self.embedder is not None
+        if s.chroma_host:
+            return DenseStore(self.chunks, self.embedder, chroma_client(host=s.chroma_host, port=s.chroma_port),
+                              progress=self._progress)
+        try:
+            return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path), progress=self._progress)
+        except Exception as exc:
+            # A corrupted or half-written store: move it aside (nothing is deleted) and rebuild from the corpus.
+            aside = Path(f"{s.chroma_path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            log.warning("Chroma store at %s could not be opened (%s: %s); moved it to %s and rebuilding",
+                        s.chroma_path, type(exc).__name__, exc, aside)
+            if Path(s.chroma_path).exists():
+                shutil.move(s.chroma_path, aside)
+            return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path), progress=self._progress)
+
+    def _ensure_dense(self) -> DenseStore | None:
+        if self.dense is None:
+            with self._dense_lock:
+                if self.dense is None:
+                    self._connect_dense()
+        return self.dense
+
+    # --------------------------------------------------------------------------------------------- caching
+    def _cached(self, key: Hashable, compute: Callable[[], Any]) -> _Stage:
+        hit = self._cache.get(key)
+        if hit is not None:
+            return _Stage(hit, 0.0, True)
+        start = time.perf_counter()
+        value = compute()
+        ms = (time.perf_counter() - start) * 1000
+        self._cache.put(key, value)
+        return _Stage(value, ms, False)
+
+    def embed_query(self, query: str) -> _Stage:
+        if self.embedder is None:
+            raise RuntimeError(self.dense_error or "no embedder")
+        return self._cached(("qvec", self.embedder.name, query), lambda: self.embedder.embed_query(query))
+
+    # --------------------------------------------------------------------------------------------- branches
+    def _run_bm25(self, query: str, depth: int) -> tuple[list[Hit], dict[str, float]]:
+        stage = self._cached(("bm25", query, depth), lambda: self.bm25.search(query, depth))
+        return stage.value, {"bm25": stage.ms}
+
+    def _run_dense(self, query: str, depth: int) -> tuple[list[Hit], dict[str, float]]:
+        store = self._ensure_dense()
+        if store is None:
+            raise RuntimeError(self.dense_error)
+        qvec = self.embed_query(query)
+        key = ("dense", store.embedder.name, store.fingerprint, query, depth)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit, {"embed_query": qvec.ms, "chroma_query": 0.0}
+        start = time.perf_counter()
+        hits = store.search(qvec.value, depth)
+        ms = (time.perf_counter() - start) * 1000
+        self._cache.put(key, hits)
+        return hits, {"embed_query": qvec.ms, "chroma_query": ms}
+
+    @staticmethod
+    def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
+                 timings: dict[str, float]) -> BranchResult:
+        remaining = max(0.0, budget_ms / 1000 - (time.perf_counter() - started))
+        try:
+            hits, stage_ms = future.result(timeout=remaining)
+        except cf.TimeoutError:
+            return BranchResult(name, status="timeout", reason=f"{name} exceeded its {budget_ms} ms budget",
+                                ms=(time.perf_counter() - started) * 1000)
+        except Exception as exc:
+            return BranchResult(name, status="failed", reason=f"{name} failed: {type(exc).__name__}: {exc}",
+                                ms=(time.perf_counter() - started) * 1000)
+        timings.update(stage_ms)
+        ms = sum(stage_ms.values())
+        if not hits and name == "bm25":
+            return BranchResult(name, (), status="ok", reason="no chunk shares a term with the turn", ms=ms)
+        return BranchResult(name, tuple(hits), status="ok", ms=ms)
+
+    # ---------------------------------------------------------------------------------------------- rerank
+    def _rerank(self, query: str, fused: Sequence[FusedHit], s: Settings) -> tuple[list[RerankedHit] | None, str, float]:
+        """Cross-encoder scores for the top ``RERANKER_MAX_INPUT`` fused candidates, or (None, why, ms)."""
+        if s.simulate_reranker_failure:
+            return None, "reranker load failure (simulated)", 0.0
+        if s.reranker_max_input == 0:
+            return None, "reranker disabled (RERANKER_MAX_INPUT=0)", 0.0
+        scorer = rerank_mod.load_reranker(s.reranker_model)
+        if scorer is None:
+            return None, rerank_mod.load_error(s.reranker_model) or f"reranker {s.reranker_model!r} unavailable", 0.0
+        head = list(fused[: s.reranker_max_input])
+        started = time.perf_counter()
+        deadline = started + s.rerank_timeout_ms / 1000
+
+        def score_all() -> list[float]:
+            scores = []
+            for hit in head:
+                key = ("rerank", scorer.name, query, hit.chunk_id)
+                value = self._cache.get(key)
+                if value is None:
+                    if time.perf_counter() > deadline:
+                        raise TimeoutError
+                    value = scorer.score(query, self.by_id[hit.chunk_id].indexed_text)
+                    self._cache.put(key, value)
+                scores.append(value)
+            return scores
+
+        future = _EXECUTOR.submit(score_all)
+        try:
+            scores = future.result(timeout=max(0.0, deadline - time.perf_counter()))
+        except (cf.TimeoutError, TimeoutError):
+            ms = (time.perf_counter() - started) * 1000
+            return None, f"reranker exceeded its {s.rerank_timeout_ms} ms budget", ms
+        except Exception as exc:
+            ms = (time.perf_counter() - started) * 1000
+            return None, f"reranker failed while scoring ({type(exc).__name__}: {exc})", ms
+        ms = (time.perf_counter() - started) * 1000
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].rank))
+        reranked = [RerankedHit(chunk_id=head[i].chunk_id, parent_id=head[i].parent_id, rank=r, score=scores[i],
+                                fused_rank=head[i].rank) for r, i in enumerate(order, start=1)]
+        return reranked, "", ms
+
+    # ---------------------------------------------------------------------------------------------- public
+    def retrieve(self, query: str, settings: Settings | None = None) -> RetrievalResult:
+        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened."""
+        s = settings or self.settings
+        with tracer.start_as_current_span("retrieval.retrieve") as span:
+            result = self._retrieve(query, s)
+            span.set_attribute("agent.hybrid_path", result.hybrid_path)
+            span.set_attribute("retrieval.reason", result.reason)
+            span.set_attribute("retrieval.rrf_k", s.rrf_k)
+            span.set_attribute("retrieval.weights.bm25", result.weights.get("bm25", 0.0))
+            span.set_attribute("retrieval.weights.dense", result.weights.get("dense", 0.0))
+            span.set_attribute("retrieval.tokenizer", "plain")
+            span.set_attribute("retrieval.final_count", len(result.final))
+            return result
+
+    def _retrieve(self, raw_query: Any, s: Settings) -> RetrievalResult:
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        try:
+            query = clean_query(raw_query)
+        except QueryError as exc:
+            empty = BranchResult("bm25", status="skipped", reason=str(exc))
+            return RetrievalResult(query=str(raw_query)[:MAX_QUERY_CHARS], hybrid_path="no_match", reason=str(exc),
+                                   bm25=empty, dense=BranchResult("dense", status="skipped", reason=str(exc)),
+                                   fused=(), reranked=(), final=(), cut=(), consensus=(),
+                                   timings_ms={"total": 0.0}, settings=s.to_dict())
+        depth = s.candidate_depth
+
+        # 1. Branches, concurrently, each within its budget.
+        started = time.perf_counter()
+        dense_future = _EXECUTOR.submit(self._run_dense, query, depth)
+        if not s.hybrid_enabled:
+            bm25 = BranchResult("bm25", status="disabled", reason="hybrid disabled (RETRIEVAL_HYBRID_ENABLED=false)")
+        elif s.simulate_empty_bm25 or self.bm25.empty:
+            why = "BM25 index is empty (simulated)" if s.simulate_empty_bm25 else "BM25 index is empty"
+            bm25 = BranchResult("bm25", status="empty", reason=why)
+        else:
+            bm25 = self._collect("bm25", _EXECUTOR.submit(self._run_bm25, query, depth), s.bm25_timeout_ms,
+                                 started, timings)
+        dense = self._collect("dense", dense_future, s.dense_timeout_ms, started, timings)
+
+        # 2. Fusion over the branches that ran (one usable branch fuses to its own order).
+        weights = {"bm25": s.bm25_weight, "dense": s.dense_weight}
+        rankings = {b.name: [h.chunk_id for h in b.hits] for b in (bm25, dense) if b.usable}
+        start = time.perf_counter()
+        fused = self._fuse(rankings, s.rrf_k, {n: weights[n] for n in rankings})
+        timings["fusion"] = (time.perf_counter() - start) * 1000
+        consensus = tuple(sorted(set(rankings.get("bm25", ())) & set(rankings.get("dense", ()))))
+
+        # 3. Level of service and reranking.
+        reasons: list[str] = []
+        reranked: list[RerankedHit] = []
+        if bm25.usable and dense.usable:
+            path = "full"
+        elif dense.usable:
+            path = "dense_only"
+            reasons.append(bm25.reason)
+        elif bm25.usable:
+            path = "bm25_only"
+            reasons.append(dense.reason)
+        else:
+            path = "no_match"
+            reasons.append("; ".join(r for r in (bm25.reason, dense.reason) if r) or "no branch ran")
+        candidates: list[Hit | FusedHit | RerankedHit] = list(fused)
+        if path in {"full", "bm25_only"} and fused:
+            ranked, why, ms = self._rerank(query, fused, s)
+            timings["rerank"] = ms
+            if ranked is None:
+                reasons.append(why)
+                if path == "full":
+                    path = "rrf_only"
+            else:
+                reranked = ranked
+                candidates = list(ranked)
+
+        # 4. Parent dedup -> top_k -> minimum similarity.
+        start = time.perf_counter()
+        final, cut, threshold_note = self._finalize(query, candidates, s)
+        timings["dedup_threshold"] = (time.perf_counter() - start) * 1000
+        if threshold_note:
+            reasons.append(threshold_note)
+        if path != "no_match" and not final:
+            path = "no_match"
+            reasons.insert(0, "no candidate passed the similarity threshold" if fused else "no candidate found")
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        reason = _describe(path, reasons)
+        return RetrievalResult(query=query, hybrid_path=path, reason=reason, bm25=bm25, dense=dense,
+                               fused=tuple(fused), reranked=tuple(reranked), final=tuple(final), cut=tuple(cut),
+                               consensus=consensus, timings_ms={k: round(v, 3) for k, v in timings.items()},
+                               settings=s.to_dict(), weights=weights,
+                               reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""))
+
+    def _fuse(self, rankings: dict[str, list[str]], k: int, weights: dict[str, float]) -> list[FusedHit]:
+        if not rankings:
+            return []
+        position = {name: {cid: r for r, cid in enumerate(ids, start=1)} for name, ids in rankings.items()}
+        out = []
+        for rank, (cid, score) in enumerate(reciprocal_rank_fusion(rankings, k=k, weights=weights), start=1):
+            ranks = {name: position.get(name, {}).get(cid) for name in ("bm25", "dense")}
+            contributions = {name: (weights[name] / (k + r) if r is not None and name in weights else 0.0)
+                             for name, r in ranks.items()}
+            out.append(FusedHit(chunk_id=cid, parent_id=self.by_id[cid].parent_id, rank=rank, score=score,
+                                branch_ranks=ranks, contributions=contributions))
+        return out
+
+    def _finalize(self, query: str, candidates: Sequence[Hit | FusedHit | RerankedHit],
+                  s: Settings) -> tuple[list[FinalHit], list[FinalHit], str]:
+        parents = best_per_parent(candidates)
+        qvec = None
+        note = ""
+        if self.dense is not None and self.embedder is not None:
+            try:
+                qvec = self.embed_query(query).value
+            except Exception as exc:  # the embedder failed now: keep results, say the threshold was skipped
+                note = f"similarity threshold skipped ({type(exc).__name__}: {exc})"
+        else:
+            note = "similarity threshold skipped (no embeddings available)"
+        final: list[FinalHit] = []
+        cut: list[FinalHit] = []
+        for position, hit in enumerate(parents, start=1):
+            sim = self.dense.similarity(qvec, hit.chunk_id) if qvec is not None and self.dense is not None else None
+            if position > s.top_k:
+                cut.append(FinalHit(hit.chunk_id, hit.parent_id, 0, hit.score, sim, False,
+                                    f"beyond top_k={s.top_k}"))
+            elif sim is not None and sim < s.min_similarity:
+                cut.append(FinalHit(hit.chunk_id, hit.parent_id, 0, hit.score, sim, False,
+                                    f"similarity {sim:.3f} < MIN_SIMILARITY {s.min_similarity:g}"))
+            else:
+                final.append(FinalHit(hit.chunk_id, hit.parent_id, len(final) + 1, hit.score, sim))
+        return final, cut, note
+
+
+def _describe(path: str, reasons: list[str]) -> str:
+    reasons = [r for r in reasons if r]
+    lead = {
+        "full": "BM25 + dense fused with RRF, then reranked by the cross-encoder",
+        "rrf_only": "BM25 + dense fused with RRF; no reranking",
+        "dense_only": "dense retrieval only (legacy path)",
+        "bm25_only": "BM25 only: the dense branch is unavailable",
+        "no_match": "no answer: refusal",
+    }[path]
+    return lead + (": " + "; ".join(reasons) if reasons else "")
+
+
+_RETRIEVERS: dict[tuple, HybridRetriever] = {}
+_RETRIEVERS_LOCK = threading.Lock()
+
+
+def get_retriever(settings: Settings | None = None, progress: Progress | None = None) -> HybridRetriever:
+    """The process-wide retriever for these index-level settings (corpus, embedding model, Chroma), built once."""
+    s = settings or Settings.from_env()
+    key = (str(Path(s.corpus_path).resolve()), canonical_embedder(s.embedding_model), s.chroma_path,
+           s.chroma_host, s.chroma_port)
+    with _RETRIEVERS_LOCK:
+        if key not in _RETRIEVERS:
+            _RETRIEVERS[key] = HybridRetriever(s, progress=progress)
+        return _RETRIEVERS[key]

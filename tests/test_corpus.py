@@ -1,0 +1,94 @@
+import json
+
+import pytest
+
+from retrieval.corpus import CorpusError, load_beir, load_cards, load_queries, split_card, split_cards
+from retrieval.types import Card
+from tests.conftest import MINI_CARDS
+
+GOOD = {"id": "a", "title": "T", "lang": "en", "topic": "drug", "text": "Some text."}
+
+
+def write(tmp_path, lines, name="cards.jsonl"):
+    path = tmp_path / name
+    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_loads_mini_corpus():
+    cards = load_cards(MINI_CARDS)
+    assert len(cards) == 5 and cards[0].id == "gs40-e07"
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([GOOD, "{not json"], r"cards.jsonl:2: invalid JSON"),
+        ([{k: v for k, v in GOOD.items() if k != "title"}], r"cards.jsonl:1: missing field 'title'"),
+        ([GOOD, dict(GOOD, text="x")], r"cards.jsonl:2: field 'id': duplicate id 'a' \(first seen on line 1\)"),
+        ([dict(GOOD, text="   ")], r"cards.jsonl:1: field 'text' is empty"),
+        ([dict(GOOD, text=5)], r"cards.jsonl:1: field 'text' must be a string"),
+        ([dict(GOOD, text="word " * 30_000)], r"cards.jsonl:1: field 'text' has 150,000 characters"),
+        (["[1, 2]"], r"cards.jsonl:1: expected a JSON object"),
+        ([""], r"no cards found"),
+    ],
+)
+def test_validation_errors_name_file_line_and_field(tmp_path, lines, message):
+    with pytest.raises(CorpusError, match=message):
+        load_cards(write(tmp_path, lines))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CorpusError, match="file not found"):
+        load_cards(tmp_path / "nope.jsonl")
+
+
+def test_split_card_ids_are_stable_and_cover_the_text():
+    text = " ".join(f"Sentence number {i} has five words." for i in range(20))
+    card = Card("c1", "Title", "en", "drug", text)
+    chunks = split_card(card, max_words=20)
+    assert [c.chunk_id for c in chunks] == [f"c1#{i}" for i in range(len(chunks))]
+    assert len(chunks) == 7  # 20 sentences of 6 words, at most 3 (18 words) per chunk: ceil(20/3)
+    assert " ".join(c.text for c in chunks) == text
+    assert split_card(card, max_words=20) == chunks
+    assert [c.text for c in split_card(card, max_words=None)] == [text]
+
+
+def test_split_cards_keeps_parent_ids():
+    chunks = split_cards(load_cards(MINI_CARDS))
+    assert {c.parent_id for c in chunks} == {c.id for c in load_cards(MINI_CARDS)}
+
+
+def test_queries_validation(tmp_path):
+    good = {"id": "q1", "text": "hi", "lang": "en", "category": "lexical", "relevant": {"a": 2}}
+    assert load_queries(write(tmp_path, [good], "q.jsonl"))[0].relevant == {"a": 2}
+    with pytest.raises(CorpusError, match=r"q.jsonl:1: field 'category'"):
+        load_queries(write(tmp_path, [dict(good, category="other")], "q.jsonl"))
+    with pytest.raises(CorpusError, match=r"q.jsonl:1: field 'relevant'"):
+        load_queries(write(tmp_path, [dict(good, relevant=["a"])], "q.jsonl"))
+
+
+def make_beir(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n"):
+    (tmp_path / "qrels").mkdir()
+    write(tmp_path, [{"_id": "d1", "title": "One", "text": "first"}, {"_id": "d2", "title": "", "text": "second"}],
+          "corpus.jsonl")
+    write(tmp_path, [{"_id": "q1", "text": "first?"}, {"_id": "q2", "text": "unjudged"}], "queries.jsonl")
+    (tmp_path / "qrels" / "test.tsv").write_text(qrels)
+    return tmp_path
+
+
+def test_beir_loader(tmp_path):
+    ds = load_beir(make_beir(tmp_path), "test")
+    assert [c.id for c in ds.cards] == ["d1", "d2"]
+    assert [(q.id, q.relevant) for q in ds.queries] == [("q1", {"d1": 1})]
+    assert ds.chunk_words is None
+
+
+def test_beir_bad_qrels_line(tmp_path):
+    with pytest.raises(CorpusError, match=r"test.tsv:2: expected 3 tab-separated columns"):
+        load_beir(make_beir(tmp_path, "query-id\tcorpus-id\tscore\nq1 d1 1\n"), "test")
+
+
+def test_beir_missing_split(tmp_path):
+    with pytest.raises(CorpusError, match=r"dev.tsv: file not found. Available splits: \['test'\]"):
+        load_beir(make_beir(tmp_path), "dev")

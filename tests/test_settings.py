@@ -1,0 +1,46 @@
+import pytest
+
+from retrieval.settings import ENV_VARS, Settings
+
+
+def test_defaults_are_valid():
+    s = Settings.from_env({})
+    assert s.hybrid_enabled and s.rrf_k == 60 and s.top_k >= 1
+    assert s.candidate_depth == s.top_k * s.candidate_multiplier
+
+
+def test_env_parsing():
+    s = Settings.from_env({"RETRIEVAL_HYBRID_ENABLED": "false", "RRF_K": "10", "MIN_SIMILARITY": "0.4",
+                           "CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": "9000"})
+    assert (s.hybrid_enabled, s.rrf_k, s.min_similarity, s.chroma_host, s.chroma_port) == (
+        False, 10, 0.4, "127.0.0.1", 9000)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"RRF_K": "-5"}, r"RRF_K=-5 is out of range: allowed 1 to 1000"),
+        ({"RRF_K": "sixty"}, r"RRF_K='sixty' is not a whole number"),
+        ({"TOP_K": "0"}, r"TOP_K=0 is out of range: allowed 1 to 50"),
+        ({"MIN_SIMILARITY": "high"}, r"MIN_SIMILARITY='high' is not a number"),
+        ({"MIN_SIMILARITY": "1.5"}, r"MIN_SIMILARITY=1.5 is out of range"),
+        ({"RETRIEVAL_HYBRID_ENABLED": "maybe"}, r"RETRIEVAL_HYBRID_ENABLED='maybe' is not a boolean"),
+        ({"CANDIDATE_MULTIPLIER": "0"}, r"CANDIDATE_MULTIPLIER=0 is out of range"),
+        ({"RERANKER_MAX_INPUT": "1000"}, r"RERANKER_MAX_INPUT=1000 is out of range"),
+        ({"CHROMA_PORT": "70000"}, r"CHROMA_PORT=70000 is out of range: allowed 1 to 65535"),
+        ({"BM25_WEIGHT": "0", "DENSE_WEIGHT": "0"}, r"both 0"),
+    ],
+)
+def test_invalid_values_name_the_variable_and_range(env, message):
+    with pytest.raises(ValueError, match=message):
+        Settings.from_env(env)
+
+
+def test_every_env_var_maps_to_a_field():
+    fields = set(Settings.__dataclass_fields__)
+    assert set(ENV_VARS.values()) <= fields
+
+
+def test_replace_validates():
+    with pytest.raises(ValueError, match="TOP_K"):
+        Settings().replace(top_k=0)
