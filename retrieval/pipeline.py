@@ -329,8 +329,9 @@ class HybridRetriever:
                 if path == "full":
                     path = "rrf_only"
             else:
+                # The cross-encoder reorders the head it scored; the unscored tail keeps its fused order.
                 reranked = ranked
-                candidates = list(ranked)
+                candidates = [*ranked, *fused[len(ranked):]]
 
         # 4. Parent dedup -> top_k -> minimum similarity.
         start = time.perf_counter()

@@ -79,7 +79,7 @@ class Settings:
         _check_name("RERANKER_MODEL", self.reranker_model)
         _check_int("RERANKER_MAX_INPUT", self.reranker_max_input, 0, 200)
         _check_name("EMBEDDING_MODEL", self.embedding_model)
-        _check_int("TOP_K", self.top_k, 1, 50)
+        _check_int("TOP_K", self.top_k, 1, 1000)
         _check_int("CANDIDATE_MULTIPLIER", self.candidate_multiplier, 1, 50)
         _check_float("MIN_SIMILARITY", self.min_similarity, -1.0, 1.0)
         _check_name("CHROMA_PATH", self.chroma_path)
@@ -93,7 +93,7 @@ class Settings:
 
     @property
     def candidate_depth(self) -> int:
-        """Sub-chunks each branch returns: ``top_k * candidate_multiplier``, bounded to 200."""
+        """Sub-chunks each branch returns: ``top_k * candidate_multiplier``, bounded to 1000."""
         return min(self.top_k * self.candidate_multiplier, MAX_CANDIDATE_DEPTH)
 
     @classmethod
@@ -118,7 +118,7 @@ class Settings:
         return dataclasses.asdict(self)
 
 
-MAX_CANDIDATE_DEPTH = 200
+MAX_CANDIDATE_DEPTH = 1000
 
 ENV_VARS: dict[str, str] = {
     "RETRIEVAL_HYBRID_ENABLED": "hybrid_enabled",

@@ -21,7 +21,7 @@ def test_env_parsing():
     [
         ({"RRF_K": "-5"}, r"RRF_K=-5 is out of range: allowed 1 to 1000"),
         ({"RRF_K": "sixty"}, r"RRF_K='sixty' is not a whole number"),
-        ({"TOP_K": "0"}, r"TOP_K=0 is out of range: allowed 1 to 50"),
+        ({"TOP_K": "0"}, r"TOP_K=0 is out of range: allowed 1 to 1000"),
         ({"MIN_SIMILARITY": "high"}, r"MIN_SIMILARITY='high' is not a number"),
         ({"MIN_SIMILARITY": "1.5"}, r"MIN_SIMILARITY=1.5 is out of range"),
         ({"RETRIEVAL_HYBRID_ENABLED": "maybe"}, r"RETRIEVAL_HYBRID_ENABLED='maybe' is not a boolean"),
