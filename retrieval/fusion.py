@@ -76,3 +76,40 @@ def _as_weights(names: list[str], weights: Sequence[float] | Mapping[str, float]
     if bad:
         raise ValueError(f"weights must be >= 0, got {bad}.")
     return w
+
+
+def min_max(scores: Sequence[float]) -> list[float]:
+    """Scale scores to [0, 1] (all-equal scores map to 1.0, so a single hit is a full match)."""
+    if not scores:
+        return []
+    lo, hi = min(scores), max(scores)
+    if hi == lo:
+        return [1.0 for _ in scores]
+    return [(x - lo) / (hi - lo) for x in scores]
+
+
+def convex_fusion(
+    scored: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float] | None = None
+) -> list[tuple[str, float]]:
+    """Score-based fusion (Bruch et al., TOIS 2023): a convex combination of min-max normalised scores.
+
+    ``score(d) = sum_r w_r * minmax_r(d) / sum_r w_r``; a document missing from a list adds 0 for it.
+    Sorted by score descending, ties by id.
+
+    Args:
+        scored: per list name, ``[(doc_id, raw_score), ...]`` in that list's own units.
+        weights: per list name; default 1.0 each.
+    """
+    names = list(scored)
+    w = _as_weights(names, weights)
+    total = sum(w.values())
+    if total <= 0:
+        raise ValueError("convex fusion needs at least one positive weight.")
+    out: dict[str, float] = {}
+    for name in names:
+        ids = [doc for doc, _ in scored[name]]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"list {name!r} lists an id twice: each id may appear once per list.")
+        for doc, norm in zip(ids, min_max([s for _, s in scored[name]])):
+            out[doc] = out.get(doc, 0.0) + w[name] * norm / total
+    return sorted(out.items(), key=lambda item: (-item[1], item[0]))

@@ -27,9 +27,10 @@ from retrieval.bm25 import BM25Index
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
 from retrieval.dense import DenseStore, Progress, chroma_client
 from retrieval.encoders import Embedder, canonical_embedder, load_embedder
-from retrieval.fusion import reciprocal_rank_fusion
+from retrieval.fusion import convex_fusion, min_max, reciprocal_rank_fusion
 from retrieval.parents import best_per_parent
 from retrieval.settings import Settings
+from retrieval.weighting import choose_weights
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ class HybridRetriever:
     """
 
     def __init__(self, settings: Settings | None = None, *, chunks: Sequence[Chunk] | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, cache_size: int = 4096) -> None:
         self.settings = settings or Settings.from_env()
         s = self.settings
         if chunks is None:
@@ -110,14 +111,15 @@ class HybridRetriever:
         self.chunks: tuple[Chunk, ...] = tuple(chunks)
         self.by_id = {c.chunk_id: c for c in self.chunks}
         started = time.perf_counter()
-        self.bm25 = BM25Index(self.chunks)
+        self.bm25 = BM25Index(self.chunks, self.settings.bm25_tokenizer)
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
+        self._bm25_indexes = {self.bm25.tokenizer: self.bm25}
         self.embedder: Embedder | None = None
         self.dense: DenseStore | None = None
         self.dense_error = ""
         self._progress = progress
         self._dense_lock = threading.Lock()
-        self._cache = _LRU()
+        self._cache = _LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
         self._connect_dense()
 
     # ----------------------------------------------------------------------------------------- dense store
@@ -152,6 +154,7 @@ class HybridRetriever:
                         s.chroma_path, type(exc).__name__, exc, aside)
             if Path(s.chroma_path).exists():
                 shutil.move(s.chroma_path, aside)
+            _forget_chroma_clients()  # chromadb caches one client per path; it would keep the moved files open
             return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path), progress=self._progress)
 
     def _ensure_dense(self) -> DenseStore | None:
@@ -178,8 +181,16 @@ class HybridRetriever:
         return self._cached(("qvec", self.embedder.name, query), lambda: self.embedder.embed_query(query))
 
     # --------------------------------------------------------------------------------------------- branches
-    def _run_bm25(self, query: str, depth: int) -> tuple[list[Hit], dict[str, float]]:
-        stage = self._cached(("bm25", query, depth), lambda: self.bm25.search(query, depth))
+    def bm25_index(self, tokenizer: str) -> BM25Index:
+        """The BM25 index for a tokenizer (``plain`` or ``snowball``), built on first use (sub-second)."""
+        with self._dense_lock:
+            if tokenizer not in self._bm25_indexes:
+                self._bm25_indexes[tokenizer] = BM25Index(self.chunks, tokenizer)
+            return self._bm25_indexes[tokenizer]
+
+    def _run_bm25(self, query: str, depth: int, tokenizer: str = "plain") -> tuple[list[Hit], dict[str, float]]:
+        index = self.bm25_index(tokenizer)
+        stage = self._cached(("bm25", tokenizer, query, depth), lambda: index.search(query, depth))
         return stage.value, {"bm25": stage.ms}
 
     def _run_dense(self, query: str, depth: int) -> tuple[list[Hit], dict[str, float]]:
@@ -252,9 +263,19 @@ class HybridRetriever:
             ms = (time.perf_counter() - started) * 1000
             return None, f"reranker failed while scoring ({type(exc).__name__}: {exc})", ms
         ms = (time.perf_counter() - started) * 1000
-        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].rank))
+        by_logit = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].rank))
+        if s.rerank_mode == "rrf":
+            # Protect the fused order from an out-of-domain cross-encoder: fuse its ranking with the fused one.
+            cids = [h.chunk_id for h in head]
+            blended = dict(reciprocal_rank_fusion(
+                {"rerank": [cids[i] for i in by_logit], "fused": cids}, k=s.rrf_k,
+                weights={"rerank": s.rerank_weight, "fused": 1.0}))
+            order = sorted(range(len(head)), key=lambda i: (-blended[cids[i]], head[i].rank))
+            blend = [blended[cids[i]] for i in range(len(head))]
+        else:
+            order, blend = by_logit, [None] * len(head)
         reranked = [RerankedHit(chunk_id=head[i].chunk_id, parent_id=head[i].parent_id, rank=r, score=scores[i],
-                                fused_rank=head[i].rank) for r, i in enumerate(order, start=1)]
+                                fused_rank=head[i].rank, blend_score=blend[i]) for r, i in enumerate(order, start=1)]
         return reranked, "", ms
 
     # ---------------------------------------------------------------------------------------------- public
@@ -268,7 +289,10 @@ class HybridRetriever:
             span.set_attribute("retrieval.rrf_k", s.rrf_k)
             span.set_attribute("retrieval.weights.bm25", result.weights.get("bm25", 0.0))
             span.set_attribute("retrieval.weights.dense", result.weights.get("dense", 0.0))
-            span.set_attribute("retrieval.tokenizer", "plain")
+            span.set_attribute("retrieval.tokenizer", s.bm25_tokenizer)
+            span.set_attribute("retrieval.fusion", s.fusion)
+            span.set_attribute("retrieval.rerank_mode", s.rerank_mode)
+            span.set_attribute("retrieval.weight_reason", result.weight_reason)
             span.set_attribute("retrieval.final_count", len(result.final))
             return result
 
@@ -294,17 +318,18 @@ class HybridRetriever:
             why = "BM25 index is empty (simulated)" if s.simulate_empty_bm25 else "BM25 index is empty"
             bm25 = BranchResult("bm25", status="empty", reason=why)
         else:
-            bm25 = self._collect("bm25", _EXECUTOR.submit(self._run_bm25, query, depth), s.bm25_timeout_ms,
-                                 started, timings)
+            bm25 = self._collect("bm25", _EXECUTOR.submit(self._run_bm25, query, depth, s.bm25_tokenizer),
+                                 s.bm25_timeout_ms, started, timings)
         dense = self._collect("dense", dense_future, s.dense_timeout_ms, started, timings)
 
         # 2. Fusion over the branches that ran (one usable branch fuses to its own order).
-        weights = {"bm25": s.bm25_weight, "dense": s.dense_weight}
-        rankings = {b.name: [h.chunk_id for h in b.hits] for b in (bm25, dense) if b.usable}
         start = time.perf_counter()
-        fused = self._fuse(rankings, s.rrf_k, {n: weights[n] for n in rankings})
+        turn_weights = choose_weights(query, s.bm25_weight, s.dense_weight, s.query_weighting)
+        weights = turn_weights.as_dict()
+        usable = [b for b in (bm25, dense) if b.usable]
+        fused = self._fuse(usable, s, weights)
         timings["fusion"] = (time.perf_counter() - start) * 1000
-        consensus = tuple(sorted(set(rankings.get("bm25", ())) & set(rankings.get("dense", ()))))
+        consensus = tuple(sorted({h.chunk_id for h in bm25.hits} & {h.chunk_id for h in dense.hits}))
 
         # 3. Level of service and reranking.
         reasons: list[str] = []
@@ -347,20 +372,37 @@ class HybridRetriever:
         return RetrievalResult(query=query, hybrid_path=path, reason=reason, bm25=bm25, dense=dense,
                                fused=tuple(fused), reranked=tuple(reranked), final=tuple(final), cut=tuple(cut),
                                consensus=consensus, timings_ms={k: round(v, 3) for k, v in timings.items()},
-                               settings=s.to_dict(), weights=weights,
+                               settings=s.to_dict(), weights=weights, weight_reason=turn_weights.reason,
                                reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""))
 
-    def _fuse(self, rankings: dict[str, list[str]], k: int, weights: dict[str, float]) -> list[FusedHit]:
-        if not rankings:
+    def _fuse(self, branches: Sequence[BranchResult], s: Settings, weights: dict[str, float]) -> list[FusedHit]:
+        """Fuse the usable branches (one usable branch fuses to its own order) with RRF or convex fusion.
+
+        Each hit keeps its per-branch ranks and weighted contributions, which sum to its fused score.
+        """
+        if not branches:
             return []
-        position = {name: {cid: r for r, cid in enumerate(ids, start=1)} for name, ids in rankings.items()}
+        w = {b.name: weights[b.name] for b in branches}
+        position = {b.name: {h.chunk_id: h.rank for h in b.hits} for b in branches}
+        contributions: dict[str, dict[str, float]] = {}
+        if s.fusion == "convex":
+            total = sum(w.values()) or 1.0
+            fused = convex_fusion({b.name: [(h.chunk_id, h.score) for h in b.hits] for b in branches}, w)
+            for b in branches:
+                for h, norm in zip(b.hits, min_max([h.score for h in b.hits])):
+                    contributions.setdefault(h.chunk_id, {})[b.name] = w[b.name] * norm / total
+        else:
+            fused = reciprocal_rank_fusion({b.name: [h.chunk_id for h in b.hits] for b in branches}, k=s.rrf_k,
+                                           weights=w)
+            for b in branches:
+                for h in b.hits:
+                    contributions.setdefault(h.chunk_id, {})[b.name] = w[b.name] / (s.rrf_k + h.rank)
         out = []
-        for rank, (cid, score) in enumerate(reciprocal_rank_fusion(rankings, k=k, weights=weights), start=1):
+        for rank, (cid, score) in enumerate(fused, start=1):
             ranks = {name: position.get(name, {}).get(cid) for name in ("bm25", "dense")}
-            contributions = {name: (weights[name] / (k + r) if r is not None and name in weights else 0.0)
-                             for name, r in ranks.items()}
+            parts = {name: contributions[cid].get(name, 0.0) for name in ("bm25", "dense")}
             out.append(FusedHit(chunk_id=cid, parent_id=self.by_id[cid].parent_id, rank=rank, score=score,
-                                branch_ranks=ranks, contributions=contributions))
+                                branch_ranks=ranks, contributions=parts))
         return out
 
     def _finalize(self, query: str, candidates: Sequence[Hit | FusedHit | RerankedHit],
@@ -388,6 +430,12 @@ class HybridRetriever:
             else:
                 final.append(FinalHit(hit.chunk_id, hit.parent_id, len(final) + 1, hit.score, sim))
         return final, cut, note
+
+
+def _forget_chroma_clients() -> None:
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
 
 
 def _describe(path: str, reasons: list[str]) -> str:

@@ -45,6 +45,16 @@ class Settings:
         corpus_path: ``CORPUS_PATH``, the cards JSONL file.
         bm25_timeout_ms / dense_timeout_ms / rerank_timeout_ms: per-stage latency budgets.
         simulate_reranker_failure / simulate_empty_bm25: fault injection for demos and tests.
+        bm25_tokenizer: ``BM25_TOKENIZER``: ``plain`` (lowercase + punctuation) or ``snowball`` (stop words and
+            Snowball stemming per language: en, es, pt).
+        fusion: ``FUSION``: ``rrf`` (weighted Reciprocal Rank Fusion) or ``convex`` (weighted sum of min-max
+            normalised branch scores).
+        query_weighting: ``QUERY_WEIGHTING``: ``auto`` shifts the branch weights per turn (codes, digits, units,
+            quotes and rare terms lean to BM25; long plain-language turns lean to dense); ``off`` keeps them.
+        rerank_mode: ``RERANK_MODE``: ``replace`` (the cross-encoder's order replaces the fused order of the head it
+            scored) or ``rrf`` (its ranking is fused with the fused ranking, weight ``RERANK_WEIGHT``).
+        context_token_budget: ``CONTEXT_TOKEN_BUDGET``, approximate tokens of final cards handed to the language
+            model (see ``retrieval.context``); cards that do not fit are dropped and listed.
     """
 
     hybrid_enabled: bool = True
@@ -66,6 +76,12 @@ class Settings:
     rerank_timeout_ms: int = 5000
     simulate_reranker_failure: bool = False
     simulate_empty_bm25: bool = False
+    bm25_tokenizer: str = "plain"
+    fusion: str = "rrf"
+    query_weighting: str = "off"
+    rerank_mode: str = "replace"
+    rerank_weight: float = 1.0
+    context_token_budget: int = 1000
 
     def __post_init__(self) -> None:
         _check_int("RRF_K", self.rrf_k, 1, 1000)
@@ -90,6 +106,12 @@ class Settings:
         _check_int("BM25_TIMEOUT_MS", self.bm25_timeout_ms, 1, 600_000)
         _check_int("DENSE_TIMEOUT_MS", self.dense_timeout_ms, 1, 600_000)
         _check_int("RERANK_TIMEOUT_MS", self.rerank_timeout_ms, 1, 600_000)
+        _check_choice("BM25_TOKENIZER", self.bm25_tokenizer, ("plain", "snowball"))
+        _check_choice("FUSION", self.fusion, ("rrf", "convex"))
+        _check_choice("QUERY_WEIGHTING", self.query_weighting, ("off", "auto"))
+        _check_choice("RERANK_MODE", self.rerank_mode, ("replace", "rrf"))
+        _check_float("RERANK_WEIGHT", self.rerank_weight, 0.0, 10.0)
+        _check_int("CONTEXT_TOKEN_BUDGET", self.context_token_budget, 1, 1_000_000)
 
     @property
     def candidate_depth(self) -> int:
@@ -140,6 +162,12 @@ ENV_VARS: dict[str, str] = {
     "RERANK_TIMEOUT_MS": "rerank_timeout_ms",
     "SIMULATE_RERANKER_FAILURE": "simulate_reranker_failure",
     "SIMULATE_EMPTY_BM25": "simulate_empty_bm25",
+    "BM25_TOKENIZER": "bm25_tokenizer",
+    "FUSION": "fusion",
+    "QUERY_WEIGHTING": "query_weighting",
+    "RERANK_MODE": "rerank_mode",
+    "RERANK_WEIGHT": "rerank_weight",
+    "CONTEXT_TOKEN_BUDGET": "context_token_budget",
 }
 _ATTR_TO_ENV = {attr: env for env, attr in ENV_VARS.items()}
 
@@ -183,6 +211,11 @@ def _check_float(name: str, value: Any, lo: float, hi: float) -> None:
         raise ValueError(f"{name} must be a number from {lo} to {hi}, got {value!r}.")
     if not lo <= value <= hi:
         raise ValueError(f"{name}={value} is out of range: allowed {lo} to {hi}.")
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not allowed: use one of {', '.join(allowed)}.")
 
 
 def _check_name(name: str, value: Any) -> None:

@@ -84,6 +84,7 @@ class RerankedHit:
     rank: int
     score: float
     fused_rank: int
+    blend_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class RetrievalResult:
     settings: dict[str, Any] = field(default_factory=dict)
     reranker_status: str = ""
     weights: dict[str, float] = field(default_factory=dict)
+    weight_reason: str = ""
 
     @property
     def refused(self) -> bool:

@@ -86,3 +86,20 @@ def test_matches_ranx(seed):
     assert set(ours) == set(theirs)
     for doc, score in ours.items():
         assert score == pytest.approx(theirs[doc], rel=1e-9)
+
+
+def test_convex_fusion_is_a_weighted_sum_of_min_max_scores():
+    from retrieval.fusion import convex_fusion
+
+    fused = dict(convex_fusion({"bm25": [("A", 12.0), ("B", 7.0), ("C", 2.0)],
+                                "dense": [("C", 0.9), ("A", 0.7), ("E", 0.5)]}, {"bm25": 1.0, "dense": 3.0}))
+    assert fused["A"] == pytest.approx((1.0 * 1.0 + 3.0 * 0.5) / 4)
+    assert fused["C"] == pytest.approx((1.0 * 0.0 + 3.0 * 1.0) / 4)
+    assert fused["B"] == pytest.approx(1.0 * 0.5 / 4)
+    assert fused["E"] == 0.0
+
+
+def test_min_max_edge_cases():
+    from retrieval.fusion import min_max
+
+    assert min_max([]) == [] and min_max([3.0]) == [1.0] and min_max([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5]

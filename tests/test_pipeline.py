@@ -146,3 +146,26 @@ def test_reranker_scores_one_sequence_per_call():
 
 def test_every_level_is_documented(mini):
     assert set(HYBRID_PATHS) == {"full", "rrf_only", "dense_only", "bm25_only", "no_match"}
+
+
+def test_levers_are_reported(mini, mini_settings, spans):
+    s = mini_settings.replace(bm25_tokenizer="snowball", fusion="convex", query_weighting="auto", rerank_mode="rrf")
+    r = mini.retrieve(LEXICAL, s)
+    assert r.hybrid_path == "full" and r.final[0].parent_id == "gs40-e07"
+    assert r.weights["bm25"] == 2 * s.bm25_weight and "code" in r.weight_reason
+    for h in r.fused:
+        assert sum(h.contributions.values()) == pytest.approx(h.score)
+    assert all(h.blend_score is not None for h in r.reranked)
+    attrs = [x for x in spans.get_finished_spans() if x.name == "retrieval.retrieve"][-1].attributes
+    assert attrs["retrieval.tokenizer"] == "snowball" and attrs["retrieval.fusion"] == "convex"
+    assert attrs["retrieval.weights.bm25"] == 2 * s.bm25_weight
+
+
+def test_rerank_rrf_mode_blends_cross_encoder_and_fused_order(mini, mini_settings):
+    s = mini_settings.replace(rerank_mode="rrf", rerank_weight=1.0, rrf_k=60)
+    r = mini.retrieve("how should I keep insulin pens", s)
+    by_logit = [h.chunk_id for h in sorted(r.reranked, key=lambda h: (-h.score, h.fused_rank))]
+    for h in r.reranked:
+        expected = 1 / (60 + by_logit.index(h.chunk_id) + 1) + 1 / (60 + h.fused_rank)
+        assert h.blend_score == pytest.approx(expected)
+    assert [h.rank for h in sorted(r.reranked, key=lambda h: -h.blend_score)] == list(range(1, len(r.reranked) + 1))
