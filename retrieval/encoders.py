@@ -157,7 +157,7 @@ class SentenceTransformerEmbedder:
         self.name = name or name_or_path
         self._model = SentenceTransformer(name_or_path, device="cpu")
         self._lock = threading.Lock()
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self.dim = int(self._model.get_embedding_dimension())
 
     def _embed(self, text: str) -> np.ndarray:
         with self._lock:

@@ -44,3 +44,12 @@ def test_every_env_var_maps_to_a_field():
 def test_replace_validates():
     with pytest.raises(ValueError, match="TOP_K"):
         Settings().replace(top_k=0)
+
+
+def test_min_similarity_defaults_per_embedding_model():
+    from retrieval.settings import DEFAULT_MIN_SIMILARITY
+
+    assert Settings.from_env({}).min_similarity == DEFAULT_MIN_SIMILARITY["bge-small-en-v1.5"]
+    assert Settings.from_env({"EMBEDDING_MODEL": "all-MiniLM-L6-v2"}).min_similarity == 0.25
+    assert Settings.from_env({}, embedding_model="multilingual-e5-small").min_similarity == 0.81
+    assert Settings.from_env({"EMBEDDING_MODEL": "all-MiniLM-L6-v2", "MIN_SIMILARITY": "0.4"}).min_similarity == 0.4
