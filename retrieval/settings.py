@@ -67,14 +67,14 @@ class Settings:
     """
 
     hybrid_enabled: bool = True
-    rrf_k: int = 60
+    rrf_k: int = 10
     bm25_weight: float = 1.0
-    dense_weight: float = 1.0
+    dense_weight: float = 2.0
     reranker_model: str = DEFAULT_RERANKER_MODEL
     reranker_max_input: int = 20
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     top_k: int = 5
-    candidate_multiplier: int = 4
+    candidate_multiplier: int = 10
     min_similarity: float = 0.55
     chroma_path: str = str(PROJECT_ROOT / ".chroma")
     chroma_host: str | None = None
@@ -85,9 +85,9 @@ class Settings:
     rerank_timeout_ms: int = 5000
     simulate_reranker_failure: bool = False
     simulate_empty_bm25: bool = False
-    bm25_tokenizer: str = "plain"
+    bm25_tokenizer: str = "snowball"
     fusion: str = "rrf"
-    query_weighting: str = "off"
+    query_weighting: str = "auto"
     rerank_mode: str = "replace"
     rerank_weight: float = 1.0
     context_token_budget: int = 1000
@@ -241,3 +241,18 @@ def _check_name(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a non-empty string, got {value!r}.")
     if any(ord(c) < 32 for c in value):
         raise ValueError(f"{name} contains control characters: {value!r}.")
+
+
+# The recipe exactly as ADR-0022 writes it, before tuning: the ablation's first row, and a one-flag way to compare
+# (`--set` each of these, or `Settings.from_env(**ADR_RECIPE)`).
+ADR_RECIPE: dict[str, Any] = {
+    "bm25_tokenizer": "plain",
+    "rrf_k": 60,
+    "bm25_weight": 1.0,
+    "dense_weight": 1.0,
+    "query_weighting": "off",
+    "fusion": "rrf",
+    "rerank_mode": "replace",
+    "reranker_max_input": 20,
+    "candidate_multiplier": 4,
+}

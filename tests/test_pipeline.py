@@ -97,9 +97,11 @@ def test_recall_superset(mini, mini_settings):
 
 
 def test_fused_rows_carry_their_arithmetic(mini, mini_settings):
-    r = mini.retrieve(LEXICAL, mini_settings.replace(rrf_k=10))
+    s = mini_settings.replace(rrf_k=10, bm25_weight=1.0, dense_weight=2.0, query_weighting="off")
+    r = mini.retrieve(LEXICAL, s)
+    weight = {"bm25": 1.0, "dense": 2.0}
     for h in r.fused:
-        expected = sum(1 / (10 + rank) for rank in h.branch_ranks.values() if rank is not None)
+        expected = sum(weight[b] / (10 + rank) for b, rank in h.branch_ranks.items() if rank is not None)
         assert h.score == pytest.approx(expected)
         assert sum(h.contributions.values()) == pytest.approx(h.score)
 

@@ -5,7 +5,15 @@ from retrieval.settings import ENV_VARS, Settings
 
 def test_defaults_are_valid():
     s = Settings.from_env({})
-    assert s.hybrid_enabled and s.rrf_k == 60 and s.top_k >= 1
+    assert s.hybrid_enabled and s.rrf_k == 10 and s.top_k >= 1
+    assert (s.bm25_tokenizer, s.query_weighting, s.dense_weight) == ("snowball", "auto", 2.0)
+
+
+def test_adr_recipe_is_valid_settings():
+    from retrieval.settings import ADR_RECIPE
+
+    s = Settings.from_env({}, **ADR_RECIPE)
+    assert (s.rrf_k, s.bm25_tokenizer, s.dense_weight, s.candidate_depth) == (60, "plain", 1.0, 20)
     assert s.candidate_depth == s.top_k * s.candidate_multiplier
 
 
