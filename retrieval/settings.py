@@ -88,8 +88,8 @@ class Settings:
     bm25_tokenizer: str = "snowball"
     fusion: str = "rrf"
     query_weighting: str = "auto"
-    rerank_mode: str = "replace"
-    rerank_weight: float = 1.0
+    rerank_mode: str = "rrf"
+    rerank_weight: float = 0.5
     context_token_budget: int = 1000
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ def test_defaults_are_valid():
     s = Settings.from_env({})
     assert s.hybrid_enabled and s.rrf_k == 10 and s.top_k >= 1
     assert (s.bm25_tokenizer, s.query_weighting, s.dense_weight) == ("snowball", "auto", 2.0)
+    assert (s.rerank_mode, s.rerank_weight) == ("rrf", 0.5)
 
 
 def test_adr_recipe_is_valid_settings():

@@ -1,0 +1,385 @@
+"""The Evaluation tab: metric bars per configuration and per category, significance, refusals, the per-turn wins
+and losses of the hybrid against the best single branch, and the sweeps.
+
+The shipped labeled set runs live (through ``retrieval.evaluate.evaluate``); bigger sets (SciFact) are shown from
+a ``report.json`` written by ``python -m retrieval eval --save-runs runs/<name>``, and the tab says which one it
+shows. ``build_evaluation_tab()`` creates its components inside the current Gradio context.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from retrieval.evaluate import BRANCHES, CONFIGS, load_report, sweep_figure
+from retrieval.settings import PROJECT_ROOT
+
+log = logging.getLogger(__name__)
+
+LIVE = "live:shipped"
+RUNS_DIR = PROJECT_ROOT / "runs"
+METRIC_NAMES = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+COLORS = {"bm25": "#3b82f6", "dense": "#f59e0b", "rrf": "#10b981", "full": "#8b5cf6"}
+CSS = """
+.eval-tab table {border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0 12px}
+.eval-tab th, .eval-tab td {border-bottom: 1px solid #e5e7eb; padding: 3px 9px; text-align: right; vertical-align: top}
+.eval-tab th:first-child, .eval-tab td:first-child, .eval-tab td.text {text-align: left}
+.eval-tab .fixed {color: #047857; font-weight: 600}
+.eval-tab .broke {color: #b91c1c; font-weight: 600}
+.eval-tab .note {color: #52606d}
+"""
+
+esc = html.escape
+
+
+def _message_figure(text: str, title: str = "") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(title=title, template="plotly_white", height=300)
+    return fig
+
+
+def failsafe(title: str) -> Callable[[Callable[..., go.Figure]], Callable[..., go.Figure]]:
+    """A figure builder that raises returns a figure that says why, instead of breaking the callback."""
+
+    def wrap(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
+        @functools.wraps(builder)
+        def safe(*args: Any, **kwargs: Any) -> go.Figure:
+            try:
+                return builder(*args, **kwargs)
+            except Exception as exc:  # a chart must never break the page
+                log.exception("chart %r failed", title)
+                return _message_figure(f"This chart could not be drawn ({type(exc).__name__}: {exc}).", title)
+
+        return safe
+
+    return wrap
+
+
+# ------------------------------------------------------------------------------------------------- sources
+def list_sources(runs_dir: Path | None = None) -> list[tuple[str, str]]:
+    """Dropdown choices: the live shipped set, then every cached ``<runs_dir>/*/report.json`` (default runs/)."""
+    runs_dir = Path(runs_dir) if runs_dir is not None else RUNS_DIR
+    choices = [("Shipped labeled set (live run in this process)", LIVE)]
+    if runs_dir.is_dir():
+        for path in sorted(runs_dir.glob("*/report.json")):
+            try:
+                report = load_report(path)
+            except ValueError as exc:
+                log.warning("skipping %s: %s", path, exc)
+                continue
+            when = report.get("written_at", "unknown time")
+            choices.append((f"{report['dataset']}: cached file {path.parent.name}/report.json ({when})", str(path)))
+    return choices
+
+
+def _ordered(configs: Sequence[str], report: Mapping[str, Any]) -> list[str]:
+    return [c for c in CONFIGS if c in configs and c in report["configs"]]
+
+
+# ------------------------------------------------------------------------------------------------- figures
+@failsafe("Metrics per configuration")
+def metrics_figure(report: Mapping[str, Any], configs: Sequence[str]) -> go.Figure:
+    """Grouped bars: each metric, one bar per configuration."""
+    configs = _ordered(configs, report)
+    if not configs:
+        return _message_figure("Pick at least one configuration.", "Metrics per configuration")
+    fig = go.Figure()
+    for c in configs:
+        row = report["configs"][c]
+        names = [m for m in METRIC_NAMES if row.get(m) is not None]
+        fig.add_trace(go.Bar(x=names, y=[row[m] for m in names], name=c, marker_color=COLORS.get(c),
+                             text=[f"{row[m]:.3f}" for m in names], textposition="outside",
+                             hovertemplate=f"{c} %{{x}}: %{{y:.4f}}<extra></extra>"))
+    fig.update_layout(barmode="group", title=f"{report['dataset']}: parent-level metrics "
+                                             f"({report['answerable_turns']} answerable turns)",
+                      yaxis=dict(range=[0, 1.08], title="score"), template="plotly_white", height=400)
+    return fig
+
+
+@failsafe("nDCG@10 per category")
+def category_figure(report: Mapping[str, Any], configs: Sequence[str], metric: str = "ndcg@10") -> go.Figure:
+    """Grouped bars: ``metric`` per query category, one bar per configuration."""
+    configs = _ordered(configs, report)
+    cats = report.get("categories") or {}
+    if not configs or not cats:
+        return _message_figure("No categories in this report.", f"{metric} per category")
+    labels = [f"{cat} ({row['turns']})" for cat, row in cats.items()]
+    fig = go.Figure()
+    for c in configs:
+        fig.add_trace(go.Bar(x=labels, y=[row[c][metric] for row in cats.values()], name=c,
+                             marker_color=COLORS.get(c), hovertemplate=f"{c} %{{x}}: %{{y:.4f}}<extra></extra>"))
+    fig.update_layout(barmode="group", title=f"{metric} per query category (turns in brackets)",
+                      yaxis=dict(range=[0, 1.05], title=metric), template="plotly_white", height=380)
+    return fig
+
+
+@failsafe("Sweep")
+def sweep_choice_figure(report: Mapping[str, Any], param: str | None) -> go.Figure:
+    """The chart of one of the report's sweeps, or a message saying how to get one."""
+    sweeps = {s["param"]: s for s in report.get("sweeps", [])}
+    if not sweeps:
+        return _message_figure("No sweep in this report. Run e.g. `python -m retrieval eval --sweep rrf_k "
+                               "--sweep depth --sweep reranker_max_input --save-runs runs/shipped`.", "Sweeps")
+    return sweep_figure(sweeps.get(param or "") or next(iter(sweeps.values())))
+
+
+# ---------------------------------------------------------------------------------------------------- html
+def _num(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "&ndash;"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 100 else f"{v:.{digits}f}"
+    return esc(str(v))
+
+
+def summary_html(report: Mapping[str, Any], source_note: str, configs: Sequence[str]) -> str:
+    """What is shown (live or cached, when, how), the metrics table, verdict, significance and refusals."""
+    configs = _ordered(configs, report)
+    cols = [*METRIC_NAMES, "ms_per_turn"]
+    head = "".join(f"<th>{esc(m)}</th>" for m in cols)
+    rows = "".join("<tr><td><b>" + esc(c) + "</b></td>"
+                   + "".join(f"<td>{_num(report['configs'][c].get(m))}</td>" for m in cols) + "</tr>"
+                   for c in configs)
+    parts = [f"<div class='eval-tab'><p class='note'>{esc(source_note)}</p>",
+             f"<table><thead><tr><th>config</th>{head}</tr></thead><tbody>{rows}</tbody></table>"]
+    for c, v in (report.get("verdict") or {}).items():
+        if c not in configs:
+            continue
+        beats = ", ".join(f"{esc(k.removeprefix('beats_'))}: {'yes' if ok else '<b>no</b>'}" for k, ok in v.items()
+                          if k.startswith("beats_") and k != "beats_each_branch")
+        parts.append(f"<p><b>{esc(c)}</b> beats each branch alone on nDCG@10: "
+                     f"{'yes' if v.get('beats_each_branch') else '<b>no</b>'} ({beats}); significant vs the best "
+                     f"branch: {'yes' if v.get('significant_vs_best_branch') else 'no'}.</p>")
+    sig = report.get("significance")
+    if sig:
+        srows = "".join(
+            f"<tr><td>{esc(c)}</td><td>{_num(t['diff'])}</td><td>[{t['ci_low']:+.4f}, {t['ci_high']:+.4f}]</td>"
+            f"<td>{_num(t['p_value'])}</td><td>{_num(t['p_holm'])}</td><td>{t['wins']}/{t['losses']}/{t['ties']}</td>"
+            f"<td>{'yes' if t['significant'] else 'no'}</td></tr>" for c, t in sig["tests"].items() if c in configs)
+        parts.append(f"<p>Against the best single branch (<b>{esc(sig['baseline'])}</b>) on {esc(sig['metric'])}: "
+                     f"{esc(sig['method'])}; seed {sig['seed']}, {sig['resamples']} resamples.</p>"
+                     f"<table><thead><tr><th>config</th><th>diff</th><th>95% CI</th><th>p</th><th>p (Holm)</th>"
+                     f"<th>win/loss/tie</th><th>significant</th></tr></thead><tbody>{srows}</tbody></table>")
+    ref = report.get("refusal")
+    if ref and ref.get("refusal_rate"):
+        rrows = "".join(f"<tr><td>{esc(c)}</td><td>{_num(ref['refusal_rate'][c])}</td>"
+                        f"<td>{_num(ref['false_refusal_rate'][c])}</td></tr>" for c in ref["refusal_rate"])
+        parts.append(f"<p>Refusals at MIN_SIMILARITY={ref['min_similarity']:g}, top_k={ref['top_k']} "
+                     f"({ref['no_match_turns']} no_match turns, {ref['answerable_turns']} answerable):</p>"
+                     f"<table><thead><tr><th>config</th><th>refusal rate (no_match)</th>"
+                     f"<th>false refusals (answerable)</th></tr></thead><tbody>{rrows}</tbody></table>"
+                     f"<p class='note'>{esc(ref.get('note', ''))}</p>")
+    notes = report.get("notes") or {}
+    if notes.get("latency"):
+        parts.append(f"<p class='note'>Latency: {esc(notes['latency'])}.</p>")
+    if report.get("cached_turns"):
+        parts.append(f"<p class='note'>{report['cached_turns']} turns were already cached in this process: their "
+                     f"latency is not a cold call.</p>")
+    levels = report.get("configured_levels") or {}
+    if set(levels) - {"full", "no_match"}:
+        parts.append("<p class='note'>Levels of the configured calls: "
+                     + esc(", ".join(f"{k}={v}" for k, v in levels.items()))
+                     + " (a turn below full lost a stage, e.g. the reranker's time budget).</p>")
+    if report.get("reranker_missing_turns"):
+        parts.append(f"<p class='broke'>The reranker did not run on {report['reranker_missing_turns']} turns.</p>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def wins_losses(report: Mapping[str, Any], hybrid: str, baseline: str,
+                metric: str = "ndcg@10") -> dict[str, list[dict[str, Any]]]:
+    """Turns the hybrid fixed (better than the baseline branch) and broke (worse), biggest change first."""
+    fixed, broke = [], []
+    for turn in report.get("per_turn", []):
+        scores = turn.get(metric)
+        if not scores or hybrid not in scores or baseline not in scores:
+            continue
+        delta = scores[hybrid] - scores[baseline]
+        row = {**turn, "delta": delta}
+        if delta > 1e-12:
+            fixed.append(row)
+        elif delta < -1e-12:
+            broke.append(row)
+    fixed.sort(key=lambda r: (-r["delta"], r["id"]))
+    broke.sort(key=lambda r: (r["delta"], r["id"]))
+    return {"fixed": fixed, "broke": broke}
+
+
+def best_branch(report: Mapping[str, Any]) -> str | None:
+    """The baseline of the report's significance test, else the branch with the higher nDCG@10."""
+    sig = report.get("significance")
+    if sig:
+        return sig["baseline"]
+    present = [b for b in BRANCHES if b in report["configs"]]
+    return max(present, key=lambda b: report["configs"][b]["ndcg@10"] or 0.0) if present else None
+
+
+def wins_losses_html(report: Mapping[str, Any], hybrid: str, limit: int = 25) -> str:
+    """Two tables: the turns ``hybrid`` fixed and the turns it broke, against the best single branch."""
+    baseline = best_branch(report)
+    if baseline is None or hybrid not in report["configs"]:
+        return "<div class='eval-tab'><p>Needs a branch (bm25 or dense) and the chosen hybrid in the report.</p></div>"
+    wl = wins_losses(report, hybrid, baseline)
+    other = [b for b in BRANCHES if b in report["configs"] and b != baseline]
+
+    def table(rows: list[dict[str, Any]], cls: str) -> str:
+        if not rows:
+            return "<p class='note'>none</p>"
+        body = []
+        for r in rows[:limit]:
+            s = r["ndcg@10"]
+            tops = "; ".join(f"{esc(c)}: {esc(', '.join(r['top3'].get(c, [])))}" for c in (baseline, hybrid))
+            body.append(f"<tr><td>{esc(r['id'])}</td><td>{esc(r['category'])}</td><td class='text'>{esc(r['text'])}"
+                        f"</td><td class='text'>{esc(', '.join(f'{k}:{v}' for k, v in r['relevant'].items()))}</td>"
+                        f"<td>{s[baseline]:.3f}</td>"
+                        + "".join(f"<td>{s[b]:.3f}</td>" for b in other)
+                        + f"<td>{s[hybrid]:.3f}</td><td class='{cls}'>{r['delta']:+.3f}</td>"
+                          f"<td class='text note'>{tops}</td></tr>")
+        more = f"<p class='note'>and {len(rows) - limit} more</p>" if len(rows) > limit else ""
+        head = ("<tr><th>turn</th><th>category</th><th>text</th><th>relevant</th>"
+                f"<th>{esc(baseline)}</th>" + "".join(f"<th>{esc(b)}</th>" for b in other)
+                + f"<th>{esc(hybrid)}</th><th>&Delta;</th><th>top 3</th></tr>")
+        return f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>{more}"
+
+    return (f"<div class='eval-tab'><p>Per-turn nDCG@10 of <b>{esc(hybrid)}</b> against the best single branch "
+            f"(<b>{esc(baseline)}</b>): {len(wl['fixed'])} turns fixed, {len(wl['broke'])} broken.</p>"
+            f"<h4 class='fixed'>Fixed by {esc(hybrid)}</h4>{table(wl['fixed'], 'fixed')}"
+            f"<h4 class='broke'>Broken by {esc(hybrid)}</h4>{table(wl['broke'], 'broke')}</div>")
+
+
+def error_html(message: str) -> str:
+    return f"<div class='eval-tab'><p class='broke'>{esc(message)}</p></div>"
+
+
+# ------------------------------------------------------------------------------------------------ handlers
+def live_report(configs: Sequence[str], progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """Evaluate the shipped labeled set now, with the configured settings and the process-wide retriever."""
+    from retrieval.corpus import load_shipped
+    from retrieval.evaluate import evaluate
+    from retrieval.pipeline import get_retriever
+    from retrieval.settings import Settings
+
+    settings = Settings.from_env()
+    dataset = load_shipped(settings.corpus_path)
+    started = time.perf_counter()
+    report = evaluate(dataset, get_retriever(settings), settings, [c for c in CONFIGS if c in configs],
+                      progress=progress)
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    report["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return report
+
+
+def load_source(source: str, configs: Sequence[str],
+                progress: Callable[[int, int, str], None] | None = None) -> tuple[dict[str, Any], str]:
+    """The report for a dropdown value and a sentence saying honestly what it is."""
+    if source == LIVE:
+        report = live_report(configs, progress)
+        return report, (f"Shown: a live run of the shipped labeled set in this process at {report['written_at']} "
+                        f"({report['turns']} turns, {report['wall_seconds']} s), with the configured settings.")
+    path = Path(source)
+    report = load_report(path)
+    try:
+        shown = path.resolve().relative_to(PROJECT_ROOT)
+    except ValueError:
+        shown = path
+    return report, (f"Shown: the cached file {shown}, written {report.get('written_at', 'at an unknown time')} by "
+                    f"`{report.get('command', 'python -m retrieval eval')}` ({report.get('wall_seconds', '?')} s). "
+                    f"Not re-run here; run that command again to refresh it.")
+
+
+def show(source: str, configs: Sequence[str], hybrid: str, progress: Any = gr.Progress()):
+    """Callback: everything the tab shows for one source, plus the report (and what it is) for the session."""
+    configs = list(configs or [])
+    try:
+        def tick(done: int, total: int, label: str) -> None:
+            if progress is not None:
+                progress((done, total), desc=f"{label}: turn {done}/{total}")
+
+        report, note = load_source(source, configs or list(CONFIGS), tick)
+    except (ValueError, OSError) as exc:
+        msg = str(exc)
+        return (error_html(msg), _message_figure(msg), _message_figure(msg), error_html(msg),
+                gr.update(choices=[], value=None), _message_figure(msg), None)
+    sweeps = [s["param"] for s in report.get("sweeps", [])]
+    return (summary_html(report, note, configs), metrics_figure(report, configs), category_figure(report, configs),
+            wins_losses_html(report, hybrid), gr.update(choices=sweeps, value=sweeps[0] if sweeps else None),
+            sweep_choice_figure(report, sweeps[0] if sweeps else None), {"report": report, "note": note})
+
+
+def redraw(state: Mapping[str, Any] | None, configs: Sequence[str]):
+    """Callback: other configurations picked; redraw from the session's report without re-running."""
+    if not state:
+        msg = "Press Show first."
+        return error_html(msg), _message_figure(msg), _message_figure(msg)
+    report = state["report"]
+    configs = list(configs or [])
+    return (summary_html(report, state["note"], configs), metrics_figure(report, configs),
+            category_figure(report, configs))
+
+
+def redraw_wins(state: Mapping[str, Any] | None, hybrid: str) -> str:
+    if not state:
+        return error_html("Press Show first.")
+    return wins_losses_html(state["report"], hybrid)
+
+
+def redraw_sweep(state: Mapping[str, Any] | None, param: str | None) -> go.Figure:
+    if not state:
+        return _message_figure("Press Show first.")
+    return sweep_choice_figure(state["report"], param)
+
+
+def refresh_sources(runs_dir: Path | None = None) -> Any:
+    choices = list_sources(runs_dir)
+    return gr.update(choices=choices, value=choices[-1][1])
+
+
+# -------------------------------------------------------------------------------------------------- layout
+def build_evaluation_tab(runs_dir: Path | None = None) -> None:
+    """Create the Evaluation tab's components inside the current Gradio context and wire them.
+
+    Args:
+        runs_dir: where cached reports live (``<runs_dir>/*/report.json``); default ``runs/`` in the project.
+    """
+    gr.HTML(f"<style>{CSS}</style>")
+    gr.Markdown(
+        "### Evaluation: does the hybrid beat each branch alone?\n"
+        "Parent-level nDCG@10, Recall@10/100 and MRR@10 of `bm25`, `dense`, `rrf` and `full` (rrf + cross-encoder). "
+        "The shipped set runs live (about a minute the first time); SciFact and other large sets are shown from a "
+        "file written by `python -m retrieval eval --beir PATH --save-runs runs/NAME`.")
+    choices = list_sources(runs_dir)
+    with gr.Row():
+        source = gr.Dropdown(choices, value=choices[0][1], label="Dataset", elem_id="eval-source", scale=3)
+        refresh = gr.Button("Rescan runs/", elem_id="eval-refresh", scale=0)
+    with gr.Row():
+        configs = gr.CheckboxGroup(list(CONFIGS), value=list(CONFIGS), label="Configurations", elem_id="eval-configs")
+        hybrid = gr.Radio(["rrf", "full"], value="rrf", label="Wins and losses of", elem_id="eval-hybrid")
+    run = gr.Button("Show", variant="primary", elem_id="eval-run")
+    summary = gr.HTML(elem_id="eval-summary")
+    with gr.Row():
+        metrics_plot = gr.Plot(label="metrics", elem_id="eval-metrics")
+        category_plot = gr.Plot(label="per category", elem_id="eval-categories")
+    wins = gr.HTML(elem_id="eval-wins")
+    sweep_param = gr.Dropdown([], label="Sweep", elem_id="eval-sweep-param")
+    sweep_plot = gr.Plot(label="sweep", elem_id="eval-sweep")
+    state = gr.State(None)
+
+    refresh.click(lambda: refresh_sources(runs_dir), None, source)
+    run.click(show, [source, configs, hybrid],
+              [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state])
+    configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot])
+    hybrid.input(redraw_wins, [state, hybrid], wins)
+    sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot)

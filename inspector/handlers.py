@@ -1,0 +1,325 @@
+"""Event handlers: widget values -> Settings -> one pipeline call -> render-ready values.
+
+No retrieval logic lives here. Every handler goes through ``get_retriever`` with Settings built on the same base,
+so the core's per-turn caches (branch lists, query embeddings, cross-encoder scores) are hit when a control that
+does not change a branch list moves. Handlers never raise: a bad turn or a bad setting becomes a message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from inspector import figures, render
+from retrieval.context import Context, build_context
+from retrieval.pipeline import REFUSAL, HybridRetriever, QueryError, clean_query, get_retriever
+from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
+from retrieval.settings import DEFAULT_MIN_SIMILARITY, Settings
+from retrieval.types import RetrievalResult
+
+log = logging.getLogger(__name__)
+
+# The bundled embedders. Their cosine scales differ, so switching model in the UI moves the threshold slider to
+# that model's default (retrieval.settings.DEFAULT_MIN_SIMILARITY); the cosine is shown on every final card.
+EMBEDDING_MODELS: tuple[str, ...] = tuple(BUNDLED_EMBEDDERS)
+
+# The controls, in the order the UI passes them (after the turn text) and ``run_turn`` receives them.
+CONTROLS: tuple[str, ...] = (
+    "rrf_k", "hybrid_enabled", "simulate_reranker_failure", "simulate_empty_bm25", "top_k", "candidate_multiplier",
+    "reranker_max_input", "min_similarity", "bm25_weight", "dense_weight", "embedding_model", "context_token_budget",
+    "bm25_tokenizer", "fusion", "query_weighting", "rerank_mode", "rerank_weight",
+)
+_INT_CONTROLS = {"rrf_k", "top_k", "candidate_multiplier", "reranker_max_input", "context_token_budget"}
+_BOOL_CONTROLS = {"hybrid_enabled", "simulate_reranker_failure", "simulate_empty_bm25"}
+_FLOAT_CONTROLS = {"min_similarity", "bm25_weight", "dense_weight", "rerank_weight"}
+# The quality levers (issue 6): choices, validated again by Settings.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "bm25_tokenizer": ("snowball", "plain"),
+    "fusion": ("rrf", "convex"),
+    "query_weighting": ("auto", "off"),
+    "rerank_mode": ("rrf", "replace"),
+}
+
+_BASE: Settings | None = None
+_BASE_LOCK = threading.Lock()
+EXPORT_DIR = Path(tempfile.gettempdir()) / "hybrid-inspector-exports"
+EXPORT_KEEP = 200
+
+
+def base_settings() -> Settings:
+    """The process-wide base Settings (from the environment on first use); the UI only overrides controls."""
+    global _BASE
+    with _BASE_LOCK:
+        if _BASE is None:
+            _BASE = Settings.from_env()
+        return _BASE
+
+
+def use_base_settings(settings: Settings | None) -> None:
+    """Replace the base Settings (tests, or an app embedding the inspector); None re-reads the environment."""
+    global _BASE
+    with _BASE_LOCK:
+        _BASE = settings
+
+
+def default_controls() -> dict[str, Any]:
+    """Initial widget values: the base Settings' values for every control."""
+    s = base_settings()
+    return {name: getattr(s, name) for name in CONTROLS}
+
+
+def model_choices() -> list[str]:
+    """The embedding models the UI offers: the bundled ones, plus the configured one if it is not bundled."""
+    configured = base_settings().embedding_model
+    bundled = list(EMBEDDING_MODELS)
+    return bundled if canonical_embedder(configured) in bundled else [*bundled, configured]
+
+
+def suggested_min_similarity(model: str) -> float:
+    """The threshold to preselect for an embedding model: the base setting for the configured model, else that
+    model's default on its own cosine scale (``DEFAULT_MIN_SIMILARITY``)."""
+    s = base_settings()
+    if canonical_embedder(model) == canonical_embedder(s.embedding_model):
+        return s.min_similarity
+    return DEFAULT_MIN_SIMILARITY.get(canonical_embedder(model), s.min_similarity)
+
+
+def build_settings(controls: dict[str, Any]) -> Settings:
+    """Settings = base + control values (sliders send floats: whole-number controls are rounded).
+
+    Raises:
+        ValueError: a value is out of range or of the wrong type; the message names the setting.
+    """
+    changes: dict[str, Any] = {}
+    for name in CONTROLS:
+        if name not in controls or controls[name] is None:
+            continue
+        value = controls[name]
+        if name in _INT_CONTROLS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"{name} must be a whole number, got {value!r}.")
+            value = int(round(value))
+        elif name in _BOOL_CONTROLS:
+            value = bool(value)
+        elif name in _FLOAT_CONTROLS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name} must be a number, got {value!r}.")
+            value = float(value)
+        elif name in CHOICES and value not in CHOICES[name]:
+            raise ValueError(f"{name} must be one of {', '.join(CHOICES[name])}, got {value!r}.")
+        elif name == "embedding_model" and value not in model_choices():
+            raise ValueError(f"embedding model {value!r} is not available here: choose one of "
+                             f"{', '.join(model_choices())}.")
+        changes[name] = value
+    return base_settings().replace(**changes)
+
+
+class TurnView(NamedTuple):
+    """Everything the page shows for one turn, in the UI's output order."""
+
+    message: str
+    status: str
+    bm25: str
+    dense: str
+    rrf: str
+    reranked: str
+    rank_flow: go.Figure
+    contributions: go.Figure
+    k_sensitivity: go.Figure
+    explain_doc: Any
+    explain: str
+    context: str
+    export: Any
+    last_turn: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One executed turn: what was asked, with which settings, what came back, and its context."""
+
+    query: str
+    controls: dict[str, Any]
+    settings: Settings
+    retriever: HybridRetriever
+    result: RetrievalResult
+    context: Context
+
+
+def execute(query: str, controls: dict[str, Any]) -> Turn:
+    """Validate, build Settings and run the pipeline once (cached stages are reused).
+
+    Raises:
+        QueryError: the turn is empty, too long, or not text.
+        ValueError: a control value is out of range.
+    """
+    text = clean_query(query)
+    settings = build_settings(controls)
+    retriever = get_retriever(settings)
+    result = retriever.retrieve(text, settings)
+    ctx = build_context(result, retriever.by_id, settings.context_token_budget)
+    effective = {name: getattr(settings, name) for name in CONTROLS}  # None -> the base value actually used
+    return Turn(text, effective, settings, retriever, result, ctx)
+
+
+def _idle_view(message: str) -> TurnView:
+    blank = figures.message_figure("Run a turn to draw this chart.")
+    return TurnView(
+        message=render.render_message(message), status=render.status_placeholder("Not run: fix the turn or settings."),
+        bm25=render.placeholder("bm25"), dense=render.placeholder("dense"), rrf=render.placeholder("rrf"),
+        reranked=render.placeholder("reranked"), rank_flow=blank, contributions=blank, k_sensitivity=blank,
+        explain_doc=gr.Dropdown(choices=[], value=None), explain=render.render_explain_placeholder(),
+        context=render.render_message("No context: the turn was not run.", "info"), export=None, last_turn=None)
+
+
+def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
+    """Render-ready values for an executed turn."""
+    result, chunks = turn.result, turn.retriever.by_id
+    colors = render.doc_colors(result)
+    terms = render.query_terms(result.query, turn.settings.bm25_tokenizer)
+    common = common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
+    choices = render.explain_choices(result, chunks)
+    ids = [cid for _, cid in choices]
+    if explain_id not in ids:
+        explain_id = (result.final[0].chunk_id if result.final else (ids[0] if ids else None))
+    rank_flow, contrib, k_sens = figures.all_figures(result, chunks)
+    return TurnView(
+        message="",
+        status=render.render_status(result, terms, common),
+        bm25=render.render_branch(result, "bm25", chunks, colors, terms, common),
+        dense=render.render_branch(result, "dense", chunks, colors, terms, common),
+        rrf=render.render_fused(result, chunks, colors, terms, common),
+        reranked=render.render_final(result, chunks, colors, terms, REFUSAL, common),
+        rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
+        explain_doc=gr.Dropdown(choices=choices, value=explain_id),
+        explain=render.render_explain(result, explain_id or "", chunks),
+        context=render.render_context(turn.context),
+        export=export_turn(turn),
+        last_turn={"query": turn.query, "controls": turn.controls},
+    )
+
+
+def common_terms(retriever: HybridRetriever, terms: frozenset[str], tokenizer: str) -> frozenset[str]:
+    """Query terms found in more than ``render.COMMON_SHARE`` of the indexed sub-chunks (low IDF)."""
+    index = retriever.bm25_index(tokenizer) if hasattr(retriever, "bm25_index") else retriever.bm25
+    total = len(index)
+    if not total:
+        return frozenset()
+    return frozenset(t for t in terms if index.document_frequency(t) > render.COMMON_SHARE * total)
+
+
+def run_turn(query: str, rrf_k: int | None = None, hybrid_enabled: bool | None = None,
+             simulate_reranker_failure: bool | None = None, simulate_empty_bm25: bool | None = None,
+             top_k: int | None = None, candidate_multiplier: int | None = None, reranker_max_input: int | None = None,
+             min_similarity: float | None = None, bm25_weight: float | None = None, dense_weight: float | None = None,
+             embedding_model: str | None = None, context_token_budget: int | None = None,
+             bm25_tokenizer: str | None = None, fusion: str | None = None, query_weighting: str | None = None,
+             rerank_mode: str | None = None, rerank_weight: float | None = None) -> TurnView:
+    """The Run handler (api_name ``run_turn``): the turn text, then each control (``CONTROLS`` order).
+
+    A control left at None keeps the base value (the environment's Settings). Never raises: a bad turn or a bad
+    setting becomes the message panel (and a toast in the page).
+    """
+    controls = dict(rrf_k=rrf_k, hybrid_enabled=hybrid_enabled, simulate_reranker_failure=simulate_reranker_failure,
+                    simulate_empty_bm25=simulate_empty_bm25, top_k=top_k, candidate_multiplier=candidate_multiplier,
+                    reranker_max_input=reranker_max_input, min_similarity=min_similarity, bm25_weight=bm25_weight,
+                    dense_weight=dense_weight, embedding_model=embedding_model,
+                    context_token_budget=context_token_budget, bm25_tokenizer=bm25_tokenizer, fusion=fusion,
+                    query_weighting=query_weighting, rerank_mode=rerank_mode, rerank_weight=rerank_weight)
+    return _run(query, controls)
+
+
+def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None) -> TurnView:
+    try:
+        return render_turn(execute(query, controls), explain_id)
+    except (QueryError, ValueError, TypeError) as exc:
+        _toast(str(exc))
+        return _idle_view(str(exc))
+    except Exception as exc:  # the page must survive anything; the log keeps the traceback
+        log.exception("run_turn failed")
+        message = f"Something went wrong while running this turn ({type(exc).__name__}: {exc})."
+        _toast(message)
+        return _idle_view(message)
+
+
+def rerun_turn(query: str, *values: Any) -> TurnView | tuple[Any, ...]:
+    """A control moved: re-run the current turn (cached stages make it fast), keeping the explained document.
+
+    ``values`` are the controls in ``CONTROLS`` order, then optionally the explained sub-chunk id. Does nothing
+    while the turn box is empty.
+    """
+    if not isinstance(query, str) or not query.strip():
+        return tuple(gr.skip() for _ in TurnView._fields)
+    n = len(CONTROLS)
+    return _run(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None)
+
+
+def explain(last_turn: dict[str, Any] | None, chunk_id: str | None) -> str:
+    """The explain panel for one sub-chunk of the last turn (re-run from cache: no model is called again)."""
+    if not last_turn:
+        return render.render_explain_placeholder()
+    try:
+        turn = execute(last_turn["query"], last_turn["controls"])
+        return render.render_explain(turn.result, chunk_id or "", turn.retriever.by_id)
+    except Exception as exc:
+        log.exception("explain failed")
+        return render.render_message(f"Could not explain this document ({type(exc).__name__}: {exc}).")
+
+
+def on_model_change(model: str) -> float:
+    """The embedding model changed: preselect its threshold (cosine scales differ between models)."""
+    return suggested_min_similarity(model)
+
+
+def turn_record(turn: Turn) -> dict[str, Any]:
+    """The exported JSON: inputs, settings, every list, the level, the timings and the context."""
+    return {
+        "app": "hybrid-retrieval-inspector",
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "inputs": {"query": turn.query, **turn.controls},
+        "settings": turn.settings.to_dict(),
+        "hybrid_path": turn.result.hybrid_path,
+        "reason": turn.result.reason,
+        "timings_ms": turn.result.timings_ms,
+        "result": turn.result.to_dict(),
+        "context": turn.context.to_dict(),
+    }
+
+
+def export_turn(turn: Turn) -> str:
+    """Write the turn's JSON to a temporary file and return its path (for the download button)."""
+    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", turn.query.lower())[:40].strip("-") or "turn"
+    path = EXPORT_DIR / f"turn-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{time.perf_counter_ns() % 10**6:06d}.json"
+    path.write_text(json.dumps(turn_record(turn), ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+    _prune_exports()
+    return str(path)
+
+
+def _prune_exports() -> None:
+    files = sorted(EXPORT_DIR.glob("turn-*.json"), key=lambda p: p.stat().st_mtime)
+    for old in files[:-EXPORT_KEEP]:
+        old.unlink(missing_ok=True)
+
+
+def _toast(message: str) -> None:
+    try:
+        gr.Warning(message)
+    except Exception:  # outside a request gradio may refuse: the message panel still shows it
+        pass
+
+
+def warm_up() -> None:
+    """Build the retriever and load the models before the first turn (``make run`` shows indexing progress)."""
+    settings = base_settings()
+    retriever = get_retriever(settings)
+    retriever.retrieve("warm-up turn", settings)

@@ -1,0 +1,252 @@
+"""End to end: the launched app (``python app.py`` in a subprocess) driven by a real headless Chromium.
+
+Without a browser these tests skip locally, and fail under CI (CI=true). Chromium is launched with every host but
+127.0.0.1 unresolvable, and each test asserts the page asked for nothing outside 127.0.0.1. With the shipped corpus
+present, one test saves the README screenshot to docs/inspector.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from retrieval.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "corpus" / "cards.jsonl"
+MINI = Path(__file__).resolve().parent / "data" / "mini_cards.jsonl"
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+INJECTION = "<img src=x onerror=alert(1)>"
+TIMEOUT_MS = 90_000
+LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")
+DEFAULTS = Settings.from_env()  # what the app under test reads (the test only overrides corpus, Chroma and port)
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser tests cannot run under CI: {why}")
+    pytest.skip(why)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def sync_playwright():
+    try:
+        from playwright.sync_api import sync_playwright as sp
+    except ImportError:
+        _unavailable("the playwright package is not installed (pip install -r requirements-dev.txt)")
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        _unavailable(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
+    return sp
+
+
+@pytest.fixture(scope="module")
+def server(sync_playwright, tmp_path_factory):
+    """``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus)."""
+    port = _free_port()
+    work = tmp_path_factory.mktemp("e2e")
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "CORPUS_PATH": str(SHIPPED if SHIPPED.exists() else MINI), "CHROMA_PATH": str(work / "chroma"),
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = (work / "app.log").open("w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 300
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"app.py exited with {proc.returncode}:\n{(work / 'app.log').read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"app.py did not answer on {url} within 300 s:\n{(work / 'app.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(sync_playwright, server):
+    with sync_playwright() as p:
+        executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    outside: list[str] = []
+    dialogs: list[str] = []
+    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else outside.append(r.url))
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.goto(server)
+    pg.locator("#query textarea").wait_for()
+    yield pg
+    context.close()
+    assert outside == [], f"the page tried to reach outside 127.0.0.1: {outside[:5]}"
+    assert dialogs == [], f"a script ran in the page: {dialogs}"
+
+
+def expect():
+    from playwright.sync_api import expect as e
+
+    return e
+
+
+def level(page):
+    return page.locator("#hybrid-path .badge")
+
+
+def run(page, text: str, want_level: str | None = None) -> None:
+    page.locator("#query textarea").fill(text)
+    page.locator("#run").click()
+    if want_level:
+        expect()(level(page)).to_have_text(want_level, timeout=TIMEOUT_MS)
+    page.locator("#hybrid-path .turn").wait_for()
+
+
+TURN = "what does error E-07 mean on my GlucoSense GS-40"
+
+
+def test_type_a_turn_run_it_and_see_four_non_empty_lists(page):
+    run(page, TURN, "full")
+    expect()(page.locator("#hybrid-path .turn")).to_contain_text(TURN)
+    for column in ("bm25", "dense", "rrf", "reranked"):
+        assert page.locator(f"#list-{column} .hit").count() > 0, column
+    assert f"/({DEFAULTS.rrf_k}+" in page.locator("#list-rrf").text_content()
+    for chart in ("rank-flow", "contributions", "k-sensitivity"):
+        page.locator(f"#chart-{chart} .main-svg").first.wait_for()  # plotly drew it
+
+
+def test_reranker_failure_toggle_shows_rrf_only(page):
+    run(page, TURN, "full")
+    page.locator("#simulate-reranker-failure input").check()
+    expect()(level(page)).to_have_text("rrf_only", timeout=TIMEOUT_MS)
+    expect()(page.locator("#hybrid-path")).to_contain_text("reranker load failure (simulated)")
+    page.locator("#simulate-reranker-failure input").uncheck()
+    expect()(level(page)).to_have_text("full", timeout=TIMEOUT_MS)
+
+
+def test_hybrid_off_shows_dense_only_and_the_dropped_bm25_branch(page):
+    run(page, TURN, "full")
+    page.locator("#hybrid-enabled input").uncheck()
+    expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
+    expect()(page.locator("#list-bm25 .dropped")).to_contain_text("disabled")
+    assert page.locator("#list-dense .hit").count() > 0
+
+
+def test_simulated_empty_bm25_index_is_shown_as_empty(page):
+    run(page, TURN, "full")
+    page.locator("#simulate-empty-bm25 input").check()
+    expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
+    expect()(page.locator("#list-bm25 .dropped")).to_contain_text("BM25 index is empty (simulated)")
+
+
+def test_the_no_match_example_ends_in_the_refusal(page):
+    if not SHIPPED.exists():
+        pytest.skip("the curated examples are about the shipped corpus")
+    from inspector.examples import by_kind
+
+    example = by_kind("no_match")[0]
+    page.get_by_text(example.label, exact=True).click()
+    expect()(level(page)).to_have_text("no_match", timeout=TIMEOUT_MS)
+    expect()(page.locator("#query textarea")).to_have_value(example.text)
+    expect()(page.locator("#list-reranked .refusal")).to_contain_text("I could not find this")
+    expect()(page.locator("#context")).to_contain_text("I could not find this")
+
+
+def test_moving_rrf_k_changes_the_fused_list(page):
+    run(page, TURN, "full")
+    before = page.locator("#list-rrf").text_content()
+    target = 1 if DEFAULTS.rrf_k != 1 else 200
+    box = page.locator("#rrf-k input[type=number]")
+    box.fill(str(target))
+    box.press("Tab")  # the number box releases the slider on blur
+    # Playwright trims expected text ("k=1 " would match "k=10"): wait for the formula, "/(1+" is not "/(10+".
+    expect()(page.locator("#list-rrf .formula").first).to_contain_text(f"/({target}+", timeout=TIMEOUT_MS)
+    after = page.locator("#list-rrf").text_content()
+    assert f"k={target} ·" in after and f"k={DEFAULTS.rrf_k} ·" not in after and after != before
+
+
+def test_the_injection_string_renders_as_text(page):
+    run(page, INJECTION)
+    expect()(page.locator("#hybrid-path .turn")).to_contain_text(INJECTION)
+    assert page.locator("img[src='x']").count() == 0
+
+
+def test_an_empty_turn_gets_a_clear_message(page):
+    run_button = page.locator("#run")
+    page.locator("#query textarea").fill("   ")
+    run_button.click()
+    expect()(page.locator("#message")).to_contain_text("The turn is empty")
+    expect()(level(page)).to_have_text("idle")
+
+
+def test_export_downloads_the_turn_as_json(page):
+    run(page, TURN, "full")
+    with page.expect_download() as download:
+        page.locator("#export").click()
+    record = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert record["inputs"]["query"] == TURN and record["hybrid_path"] == "full"
+    assert record["result"]["fused"] and record["settings"]["rrf_k"] == DEFAULTS.rrf_k
+
+
+def test_screenshot_for_the_readme(page):
+    if not SHIPPED.exists():
+        pytest.skip("the README screenshot shows the shipped corpus")
+    from inspector.examples import by_kind
+
+    example = by_kind("lexical")[0]
+    page.get_by_text(example.label, exact=True).click()
+    expect()(level(page)).to_have_text("full", timeout=TIMEOUT_MS)
+    page.locator("#chart-contributions .main-svg").first.wait_for()
+    page.wait_for_timeout(1500)  # let plotly finish its transitions
+    bottom = page.locator("#chart-contributions").bounding_box()
+    out = ROOT / "docs" / "inspector.png"
+    out.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(out), full_page=True,
+                    clip={"x": 0, "y": 0, "width": 1400, "height": bottom["y"] + bottom["height"] + 16})
+    assert out.stat().st_size > 50_000
+
+
+def test_run_turn_is_callable_by_gradio_client_with_its_own_settings(server):
+    from gradio_client import Client
+
+    client = Client(server, verbose=False)
+    params = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run_turn"]["parameters"]
+    from inspector.handlers import CONTROLS
+
+    assert [p["parameter_name"] for p in params] == ["query", *CONTROLS]
+    out = client.predict(TURN, rrf_k=3, simulate_reranker_failure=True, api_name="/run_turn")
+    status, fused = out[1], out[4]
+    assert "level-rrf_only" in status and "/(3+" in fused
