@@ -4,9 +4,12 @@ CHROMA_HOST is set). Embeddings are always computed here and passed explicitly; 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,18 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 _ADD_BATCH = 256
+HTTP_TIMEOUT_S = 30.0  # chromadb's HTTP client waits forever by default; a hung server must not pin a thread forever
+OPENING_MARKER = ".retrieval-opening"
+VERIFY_REEMBED = 8  # reused collections: chunks re-embedded and compared with their stored vectors
+VERIFY_PROBES = 256  # reused collections: stored vectors queried back, each must find itself
+
+
+class StoreCorrupted(RuntimeError):
+    """The persisted store cannot be used as it is (the caller moves it aside and rebuilds)."""
+
+
+class EmbeddingFailed(RuntimeError):
+    """The embedder failed on a sub-chunk while building: the corpus or the model is at fault, not the store."""
 
 
 def chroma_client(path: str | None = None, host: str | None = None, port: int = 8000):
@@ -28,11 +43,101 @@ def chroma_client(path: str | None = None, host: str | None = None, port: int = 
 
     chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if host:
-        return chromadb.HttpClient(host=host, port=port, settings=chroma_settings)
+        client = chromadb.HttpClient(host=host, port=port, settings=chroma_settings)
+        session = getattr(getattr(client, "_server", None), "_session", None)
+        if session is not None:  # private in chromadb 1.5.9 (httpx.Client(timeout=None)); skipped if it moves
+            import httpx
+
+            session.timeout = httpx.Timeout(HTTP_TIMEOUT_S, connect=5.0)
+        return client
     if path is None:
         raise ValueError("chroma_client needs a path (CHROMA_PATH) or a host (CHROMA_HOST).")
     Path(path).mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
+
+
+def forget_client(path: str) -> None:
+    """Drop chromadb's cached embedded client for ``path``: after a failed open (or a move) it still points at the
+    old files, and chromadb would hand it back for the same path."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    system = SharedSystemClient._identifier_to_system.pop(str(path), None)
+    SharedSystemClient._identifier_to_refcount.pop(str(path), None)
+    if system is not None:
+        try:
+            system.stop()
+        except Exception:  # a system that never started cannot stop cleanly; it is dropped either way
+            pass
+
+
+_PROBE = """
+import sys
+import chromadb
+from chromadb.config import Settings
+client = chromadb.PersistentClient(path=sys.argv[1], settings=Settings(anonymized_telemetry=False))
+for col in client.list_collections():
+    n = col.count()
+    for lo in range(0, n, 1000):
+        got = col.get(limit=1000, offset=lo, include=["embeddings"])
+    if n:
+        col.query(query_embeddings=[got["embeddings"][0]], n_results=min(10, n))
+print("ok")
+"""
+
+
+def probe_store(path: str | Path, timeout: float = 600.0) -> str:
+    """Open and read every collection of the embedded store at ``path`` in a child process; "" if that worked,
+    else what went wrong. A store whose HNSW files are damaged can crash Chroma's native code (a segfault), which
+    no ``except`` in this process could survive."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"reading it in a child process did not finish within {timeout:.0f} s"
+    if proc.returncode == 0:
+        return ""
+    if proc.returncode < 0:
+        return f"Chroma crashed reading it in a child process (signal {-proc.returncode})"
+    last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+    return f"Chroma failed reading it in a child process ({last})"
+
+
+def _opened_by_live_process(marker: Path) -> bool:
+    """True if the marker names another process that is still running (it is opening the store right now)."""
+    try:
+        pid = int(marker.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def opening_guard(path: str | Path) -> Iterator[None]:
+    """Mark the store folder while this process opens it. A marker left behind means an earlier process died
+    inside that window (e.g. a segfault in Chroma on damaged files): the store is then probed in a child process
+    first, and ``StoreCorrupted`` is raised if the probe fails, so the caller rebuilds instead of crashing again."""
+    folder = Path(path)
+    marker = folder / OPENING_MARKER
+    if marker.exists() and not _opened_by_live_process(marker):
+        log.warning("a previous process died while opening the Chroma store at %s; checking it in a child process",
+                    folder)
+        problem = probe_store(folder)
+        if problem:
+            raise StoreCorrupted(f"a previous process died while opening it and {problem}")
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{os.getpid()}\n")
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
 
 
 def stderr_progress(done: int, total: int) -> None:
@@ -65,13 +170,19 @@ class DenseStore:
         metadata = {"hnsw:space": "cosine", "model": self.embedder.name, "fingerprint": self.fingerprint}
         collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
         ids = [c.chunk_id for c in self._chunks]
-        if collection.count() == len(ids) and len(ids) > 0:
+        count = collection.count()
+        if count == len(ids) and len(ids) > 0:
             got = self._read_embeddings(collection, ids)
-            if got is not None:
+            problem = "it lacks some of the corpus ids" if got is None else self._verify(collection, got)
+            if not problem:
                 self.embeddings = got
                 return collection
-            log.warning("collection %s is incomplete; rebuilding it", self.collection_name)
-        if collection.count():
+            log.warning("Chroma collection %s does not match the corpus (%s); rebuilding it",
+                        self.collection_name, problem)
+        elif count:
+            log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written or "
+                        "damaged store); rebuilding it", self.collection_name, count, len(ids))
+        if count:
             self.client.delete_collection(self.collection_name)
             collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
         start = time.perf_counter()
@@ -80,7 +191,11 @@ class DenseStore:
         for lo in range(0, len(ids), _ADD_BATCH):
             batch = self._chunks[lo : lo + _ADD_BATCH]
             for j, chunk in enumerate(batch):
-                vectors[lo + j] = self.embedder.embed_document(chunk.indexed_text)
+                try:
+                    vectors[lo + j] = self.embedder.embed_document(chunk.indexed_text)
+                except Exception as exc:
+                    raise EmbeddingFailed(f"embedding sub-chunk {chunk.chunk_id!r} failed "
+                                          f"({type(exc).__name__}: {exc})") from exc
             collection.add(
                 ids=[c.chunk_id for c in batch],
                 embeddings=vectors[lo : lo + len(batch)],
@@ -91,6 +206,28 @@ class DenseStore:
         self.built = True
         self.embeddings = vectors
         return collection
+
+    def _verify(self, collection, stored: np.ndarray) -> str:
+        """Why a reused collection cannot be trusted ("" if it can): vectors that are not unit length (damaged
+        files), vectors that are not their chunk's embedding (another model or tokenizer), or an index that does
+        not find the stored vectors."""
+        norms = np.linalg.norm(stored, axis=1)
+        bad = np.flatnonzero(np.abs(norms - 1.0) > 1e-2)
+        if bad.size:
+            return f"{bad.size} stored vectors are not unit length, e.g. {self._chunks[bad[0]].chunk_id!r}"
+        n = len(stored)
+        for i in np.unique(np.linspace(0, n - 1, min(n, VERIFY_REEMBED)).astype(int)):
+            fresh = self.embedder.embed_document(self._chunks[i].indexed_text)
+            cosine = float(np.dot(fresh, stored[i]))
+            if cosine < 0.999:
+                return (f"the stored vector of {self._chunks[i].chunk_id!r} is not its text's embedding "
+                        f"(cosine {cosine:.3f})")
+        probes = np.unique(np.linspace(0, n - 1, min(n, VERIFY_PROBES)).astype(int))
+        got = collection.query(query_embeddings=stored[probes], n_results=1, include=["distances"])
+        misses = sum(1 for d in got["distances"] if not d or d[0] > 1e-3)
+        if misses > len(probes) // 100:
+            return f"the index does not find {misses} of {len(probes)} stored vectors queried back"
+        return ""
 
     @staticmethod
     def _read_embeddings(collection, ids: list[str]) -> np.ndarray | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import math
 import shutil
 import threading
 import time
@@ -25,8 +26,8 @@ from opentelemetry import trace
 from retrieval import rerank as rerank_mod
 from retrieval.bm25 import BM25Index
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
-from retrieval.dense import DenseStore, Progress, chroma_client
-from retrieval.encoders import Embedder, canonical_embedder, load_embedder
+from retrieval.dense import DenseStore, EmbeddingFailed, Progress, chroma_client, forget_client, opening_guard
+from retrieval.encoders import BUNDLED_EMBEDDERS, Embedder, canonical_embedder, load_embedder
 from retrieval.fusion import convex_fusion, min_max, reciprocal_rank_fusion
 from retrieval.parents import best_per_parent
 from retrieval.settings import Settings
@@ -40,7 +41,46 @@ MAX_QUERY_CHARS = 2000
 REFUSAL = ("I could not find this in the medication cards I have, so I will not guess. "
            "Please ask your pharmacist or care team.")
 
-_EXECUTOR = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="retrieval")
+class _StagePool:
+    """A small thread pool per stage (bm25, dense, rerank).
+
+    A backend that hangs (e.g. a Chroma server that stops answering) ties up only its own stage's workers, never
+    the other branch; and once every worker has been busy for longer than a new call's budget, that call fails at
+    once instead of queueing behind them (it could not start in time anyway).
+    """
+
+    def __init__(self, name: str, workers: int = 4) -> None:
+        self.name = name
+        self.workers = workers
+        self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"retrieval-{name}")
+        self._running: dict[object, float] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, budget_ms: float, fn: Callable[..., Any], *args: Any) -> cf.Future:
+        now = time.perf_counter()
+        with self._lock:
+            started = list(self._running.values())
+        if len(started) >= self.workers and now - max(started) > budget_ms / 1000:
+            future: cf.Future = cf.Future()
+            future.set_exception(RuntimeError(
+                f"all {self.workers} {self.name} workers have been busy for over {budget_ms} ms with earlier calls "
+                "(the backend is not answering); skipped"))
+            return future
+
+        def run() -> Any:
+            token = object()
+            with self._lock:
+                self._running[token] = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                with self._lock:
+                    del self._running[token]
+
+        return self._pool.submit(run)
+
+
+_POOLS = {name: _StagePool(name) for name in ("bm25", "dense", "rerank")}
 
 
 class QueryError(ValueError):
@@ -128,6 +168,14 @@ class HybridRetriever:
         try:
             self.embedder = self.embedder or load_embedder(s.embedding_model)
         except Exception as exc:
+            if canonical_embedder(s.embedding_model) not in BUNDLED_EMBEDDERS:
+                # A name that is neither bundled nor loadable is a configuration error, not a runtime fault: the
+                # index could never be built, so refuse to start instead of answering bm25_only forever.
+                choices = "; ".join(f"{name} (also {', '.join(a for a in aliases if a != name)})"
+                                    for name, aliases in BUNDLED_EMBEDDERS.items())
+                raise ValueError(f"EMBEDDING_MODEL={s.embedding_model!r} could not be loaded ({exc}). Use a bundled "
+                                 f"model: {choices}; or the name or path of a sentence-transformers model that is "
+                                 "already on disk.") from exc
             self.dense_error = str(exc)
             log.error("dense branch unavailable: %s", exc)
             return
@@ -146,16 +194,24 @@ class HybridRetriever:
             return DenseStore(self.chunks, self.embedder, chroma_client(host=s.chroma_host, port=s.chroma_port),
                               progress=self._progress)
         try:
-            return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path), progress=self._progress)
+            with opening_guard(s.chroma_path):  # survives a crash inside Chroma on damaged files (see dense.py)
+                return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path),
+                                  progress=self._progress)
+        except EmbeddingFailed:
+            raise  # the corpus or the model is at fault: moving the store aside would not help
         except Exception as exc:
             # A corrupted or half-written store: move it aside (nothing is deleted) and rebuild from the corpus.
-            aside = Path(f"{s.chroma_path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            stamp, n = time.strftime('%Y%m%d-%H%M%S'), 0
+            while (aside := Path(f"{s.chroma_path}.corrupt-{stamp}{f'-{n}' if n else ''}")).exists():
+                n += 1
             log.warning("Chroma store at %s could not be opened (%s: %s); moved it to %s and rebuilding",
                         s.chroma_path, type(exc).__name__, exc, aside)
+            forget_client(s.chroma_path)  # chromadb caches one client per path; it would keep the bad files open
             if Path(s.chroma_path).exists():
                 shutil.move(s.chroma_path, aside)
-            _forget_chroma_clients()  # chromadb caches one client per path; it would keep the moved files open
-            return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path), progress=self._progress)
+            with opening_guard(s.chroma_path):
+                return DenseStore(self.chunks, self.embedder, chroma_client(path=s.chroma_path),
+                                  progress=self._progress)
 
     def _ensure_dense(self) -> DenseStore | None:
         if self.dense is None:
@@ -249,11 +305,13 @@ class HybridRetriever:
                     if time.perf_counter() > deadline:
                         raise TimeoutError
                     value = scorer.score(query, self.by_id[hit.chunk_id].indexed_text)
+                    if not math.isfinite(value):
+                        raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
                     self._cache.put(key, value)
                 scores.append(value)
             return scores
 
-        future = _EXECUTOR.submit(score_all)
+        future = _POOLS["rerank"].submit(s.rerank_timeout_ms, score_all)
         try:
             scores = future.result(timeout=max(0.0, deadline - time.perf_counter()))
         except (cf.TimeoutError, TimeoutError):
@@ -303,7 +361,10 @@ class HybridRetriever:
             query = clean_query(raw_query)
         except QueryError as exc:
             empty = BranchResult("bm25", status="skipped", reason=str(exc))
-            return RetrievalResult(query=str(raw_query)[:MAX_QUERY_CHARS], hybrid_path="no_match", reason=str(exc),
+            # Echo the turn without control characters or lone surrogates: the result must encode as UTF-8 JSON.
+            shown = "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch
+                            for ch in str(raw_query)[:MAX_QUERY_CHARS])
+            return RetrievalResult(query=shown, hybrid_path="no_match", reason=str(exc),
                                    bm25=empty, dense=BranchResult("dense", status="skipped", reason=str(exc)),
                                    fused=(), reranked=(), final=(), cut=(), consensus=(),
                                    timings_ms={"total": 0.0}, settings=s.to_dict())
@@ -311,14 +372,15 @@ class HybridRetriever:
 
         # 1. Branches, concurrently, each within its budget.
         started = time.perf_counter()
-        dense_future = _EXECUTOR.submit(self._run_dense, query, depth)
+        dense_future = _POOLS["dense"].submit(s.dense_timeout_ms, self._run_dense, query, depth)
         if not s.hybrid_enabled:
             bm25 = BranchResult("bm25", status="disabled", reason="hybrid disabled (RETRIEVAL_HYBRID_ENABLED=false)")
         elif s.simulate_empty_bm25 or self.bm25.empty:
             why = "BM25 index is empty (simulated)" if s.simulate_empty_bm25 else "BM25 index is empty"
             bm25 = BranchResult("bm25", status="empty", reason=why)
         else:
-            bm25 = self._collect("bm25", _EXECUTOR.submit(self._run_bm25, query, depth, s.bm25_tokenizer),
+            bm25 = self._collect("bm25", _POOLS["bm25"].submit(s.bm25_timeout_ms, self._run_bm25, query, depth,
+                                                                  s.bm25_tokenizer),
                                  s.bm25_timeout_ms, started, timings)
         dense = self._collect("dense", dense_future, s.dense_timeout_ms, started, timings)
 
@@ -383,6 +445,10 @@ class HybridRetriever:
         if not branches:
             return []
         w = {b.name: weights[b.name] for b in branches}
+        if not any(w.values()):
+            # Only zero-weight branches are left (e.g. DENSE_WEIGHT=0 on the dense-only path): weight them equally,
+            # so the branch keeps its own order instead of every score being 0 (or convex fusion raising).
+            w = {name: 1.0 for name in w}
         position = {b.name: {h.chunk_id: h.rank for h in b.hits} for b in branches}
         contributions: dict[str, dict[str, float]] = {}
         if s.fusion == "convex":
@@ -430,12 +496,6 @@ class HybridRetriever:
             else:
                 final.append(FinalHit(hit.chunk_id, hit.parent_id, len(final) + 1, hit.score, sim))
         return final, cut, note
-
-
-def _forget_chroma_clients() -> None:
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    SharedSystemClient.clear_system_cache()
 
 
 def _describe(path: str, reasons: list[str]) -> str:

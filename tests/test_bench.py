@@ -1,0 +1,103 @@
+"""Smoke test of ``python -m retrieval bench --json`` on the mini corpus with tiny run counts (not a timed test:
+it checks the report's shape and the facts it must state, never how fast anything was)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from retrieval.bench import STAGES, format_table, parse_scale, percentile, replicate_chunks
+from retrieval.corpus import load_cards, split_cards
+from retrieval.settings import Settings
+from tests.conftest import MINI_CARDS, ROOT
+
+TURNS = ["GlucoSense GS-40 error E-07", "my insulin pen got warm in the car", "olvidé una dosis"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench")
+    queries = tmp / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"id": f"q{i}", "text": t, "lang": "en", "category": "mixed",
+                                           "relevant": {}}) + "\n" for i, t in enumerate(TURNS)))
+    env = dict(os.environ, CORPUS_PATH=str(MINI_CARDS), CHROMA_PATH=str(tmp / "unused"), MIN_SIMILARITY="0.3")
+    out = subprocess.run([sys.executable, "-m", "retrieval", "bench", "--json", "--runs", "2", "--scale", "12",
+                          "--queries", str(queries)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert not (tmp / "unused").exists(), "the bench must use its own temporary store, not CHROMA_PATH"
+    return json.loads(out.stdout)
+
+
+def test_json_has_the_documented_shape(report):
+    assert report["turn_ms"]["p50"] > 0 and report["turn_ms"]["p95"] >= report["turn_ms"]["p50"]
+    assert set(report["stages_ms"]) == set(STAGES)
+    for stage in STAGES:
+        assert report["stages_ms"][stage]["p95"] >= report["stages_ms"][stage]["p50"] >= 0
+    assert report["cached_control_ms"]["p50"] >= 0 and report["rerank_floor_ms"]["p50"] > 0
+    assert report["rerank_overhead_ratio"] > 0
+    assert report["cold_start_s"]["persisted"] > 0 and report["cold_start_s"]["fresh"] > 0
+    assert report["peak_rss_mb"] > 50
+    assert report["hardware"]["nproc"] == os.cpu_count() and report["hardware"]["cpu_model"]
+    assert report["date"][:4].isdigit()
+
+
+def test_report_states_what_was_measured(report):
+    assert report["corpus"]["cards"] == 5 and report["corpus"]["chunks"] == 5 and report["corpus"]["turns"] == 3
+    assert report["runs"] == 2 and report["samples"] == 6 and sum(report["levels"].values()) == 6
+    assert report["stages_ms"]["bm25"]["n"] == 6 and report["rerank_floor_ms"]["n"] == 6
+    detail = report["cold_start_detail"]
+    assert detail["fresh"]["dense_built"] and not detail["persisted"][0]["dense_built"]
+    assert detail["fresh"]["level"] == "full" and report["indexing"]["chunks"] == 5
+
+
+def test_cached_control_change_reruns_no_model(report):
+    """Same turn, other rrf_k: every model output comes from the per-turn cache."""
+    control = report["cached_control_ms"]
+    assert control["rrf_k"][0] == Settings.from_env().rrf_k != control["rrf_k"][1] and control["n"] == 6
+    assert set(control["model_calls"]) == {"OnnxEmbedder.embed_query", "BM25Index.search", "DenseStore.search",
+                                           "OnnxCrossEncoder.score"}
+    assert sum(control["model_calls"].values()) == 0
+
+
+def test_scale_section_replicates_the_corpus(report):
+    (row,) = report["scale"]
+    assert row["target"] == 12 and row["chunks"] == 15 and row["distinct_texts_embedded"] == 5
+    assert "embedded once" in report["scale_note"]
+    assert row["stages_ms"]["bm25"]["n"] == 3 and row["turn_ms"]["p50"] > 0
+
+
+def test_table_is_ready_for_the_readme(report):
+    table = format_table(report, "python -m retrieval bench --runs 2")
+    assert "AMD" in table or report["hardware"]["cpu_model"] in table
+    assert "5 cards / 5 sub-chunks" in table and "3 labeled turns x 2 runs" in table
+    assert "| Measure | p50 | p95 |" in table and "Cold start to first answer, persisted store (s)" in table
+    assert "15 sub-chunks: BM25 / dense / full turn (ms)" in table
+    assert table.count("\n|") >= 16
+
+
+def test_replicate_chunks_keeps_ids_unique():
+    base = split_cards(load_cards(MINI_CARDS))
+    chunks = replicate_chunks(base, 12)
+    assert len(chunks) == 15 and chunks[:5] == base
+    assert len({c.chunk_id for c in chunks}) == 15
+    assert chunks[5].chunk_id == "gs40-e07~r1#0" and chunks[5].parent_id == "gs40-e07~r1"
+    assert chunks[5].text == base[0].text
+    with pytest.raises(ValueError, match="empty corpus"):
+        replicate_chunks([], 10)
+
+
+def test_percentile_matches_numpy():
+    values = [5.0, 1.0, 9.0, 3.0, 7.5, 2.0]
+    for q in (0, 50, 95, 100):
+        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_parse_scale():
+    assert parse_scale("10000,50_000") == [10000, 50000] and parse_scale(None) == []
+    with pytest.raises(ValueError, match="--scale"):
+        parse_scale("10k")
