@@ -47,11 +47,16 @@ class Dataset:
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except FileNotFoundError:
         raise CorpusError(f"{path}: file not found. Check the path (CORPUS_PATH or --beir).") from None
     with handle:
-        for lineno, line in enumerate(handle, start=1):
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusError(f"{path}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the line). "
+                                  "Save the file as UTF-8.") from None
             if not line.strip():
                 continue
             try:
@@ -71,6 +76,9 @@ def _require_str(path: Path, lineno: int, obj: dict[str, Any], name: str, *, all
         raise CorpusError(f"{path}:{lineno}: field {name!r} must be a string, got {type(value).__name__}.")
     if not allow_empty and not value.strip():
         raise CorpusError(f"{path}:{lineno}: field {name!r} is empty.")
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise CorpusError(f"{path}:{lineno}: field {name!r} holds a lone surrogate escape (e.g. \\ud800), "
+                          "which is not text; fix the escape.")
     return value
 
 

@@ -92,3 +92,15 @@ def test_beir_bad_qrels_line(tmp_path):
 def test_beir_missing_split(tmp_path):
     with pytest.raises(CorpusError, match=r"dev.tsv: file not found. Available splits: \['test'\]"):
         load_beir(make_beir(tmp_path), "dev")
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    path = tmp_path / "cards.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b'{"id": "b\xff"}\n')
+    with pytest.raises(CorpusError, match=r"cards.jsonl:2: not valid UTF-8"):
+        load_cards(path)
+
+
+def test_lone_surrogate_escape_is_refused(tmp_path):
+    with pytest.raises(CorpusError, match=r"cards.jsonl:1: field 'text' holds a lone surrogate"):
+        load_cards(write(tmp_path, ['{"id": "a", "title": "T", "lang": "en", "topic": "drug", "text": "x \\ud800"}']))
