@@ -505,7 +505,7 @@ def _describe(path: str, reasons: list[str]) -> str:
         "rrf_only": "BM25 + dense fused with RRF; no reranking",
         "dense_only": "dense retrieval only (legacy path)",
         "bm25_only": "BM25 only: the dense branch is unavailable",
-        "no_match": "no answer: refusal",
+        "no_match": "no answer, the assistant refuses",
     }[path]
     return lead + (": " + "; ".join(reasons) if reasons else "")
 

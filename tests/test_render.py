@@ -46,7 +46,7 @@ def make_result(*, k: int = 60, weights: dict[str, float] | None = None, bm25_st
     if path == "no_match":
         cut = tuple(FinalHit(f.chunk_id, f.parent_id, 0, f.score, 0.2, False, "similarity 0.200 < MIN_SIMILARITY 0.55")
                     for f in fused[:2])
-        return RetrievalResult(query, "no_match", "no answer: refusal: no candidate passed the similarity threshold",
+        return RetrievalResult(query, "no_match", "no answer, the assistant refuses: no candidate passed the similarity threshold",
                                bm25, dense, fused, (), (), cut, (), {"total": 3.0},
                                {"rrf_k": k, "top_k": 3, "min_similarity": 0.55})
     fused_rank = {f.chunk_id: f.rank for f in fused}
