@@ -306,8 +306,13 @@ def export_turn(turn: Turn) -> str:
 
 
 def _prune_exports() -> None:
-    files = sorted(EXPORT_DIR.glob("turn-*.json"), key=lambda p: p.stat().st_mtime)
-    for old in files[:-EXPORT_KEEP]:
+    files = []
+    for path in EXPORT_DIR.glob("turn-*.json"):
+        try:
+            files.append((path.stat().st_mtime, path))
+        except FileNotFoundError:  # a concurrent session (or another app on this machine) pruned it meanwhile
+            continue
+    for _, old in sorted(files)[:-EXPORT_KEEP]:
         old.unlink(missing_ok=True)
 
 

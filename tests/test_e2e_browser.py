@@ -10,20 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from retrieval.settings import Settings
+from tests.app_server import MINI, ROOT, SHIPPED, AppServer
 
-ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ROOT / "corpus" / "cards.jsonl"
-MINI = Path(__file__).resolve().parent / "data" / "mini_cards.jsonl"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
@@ -40,12 +33,6 @@ def _unavailable(why: str) -> None:
     pytest.skip(why)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def sync_playwright():
     try:
@@ -60,35 +47,13 @@ def sync_playwright():
 @pytest.fixture(scope="module")
 def server(sync_playwright, tmp_path_factory):
     """``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus)."""
-    port = _free_port()
-    work = tmp_path_factory.mktemp("e2e")
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "CORPUS_PATH": str(SHIPPED if SHIPPED.exists() else MINI), "CHROMA_PATH": str(work / "chroma"),
-           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    log = (work / "app.log").open("w")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 300
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"app.py exited with {proc.returncode}:\n{(work / 'app.log').read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"app.py did not answer on {url} within 300 s:\n{(work / 'app.log').read_text()[-3000:]}")
-        time.sleep(0.5)
-    yield url
-    proc.terminate()
+    app = AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI)
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        app.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield app.url
+    app.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,87 @@
+"""Start and stop the real inspector (``python app.py``) in a subprocess on 127.0.0.1 for tests.
+
+Shared by the browser tests and the load test: the app reads its Settings from the environment, so a test only
+overrides the corpus, the Chroma location, the port and any extra variable it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "corpus" / "cards.jsonl"
+MINI = Path(__file__).resolve().parent / "data" / "mini_cards.jsonl"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class AppServer:
+    """``python app.py`` on a free port of 127.0.0.1; ``start()`` waits until the page answers."""
+
+    def __init__(self, workdir: Path, corpus: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.corpus = corpus
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log_path = workdir / "app.log"
+        self.env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(self.port),
+                    "CORPUS_PATH": str(corpus), "CHROMA_PATH": str(workdir / "chroma"),
+                    "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                    **(extra_env or {})}
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the app's combined stdout/stderr."""
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def start(self, timeout: float = 300.0) -> AppServer:
+        """Launch and wait for HTTP 200 on the page.
+
+        Raises:
+            RuntimeError: the app exited or did not answer within ``timeout`` seconds (the message has its log).
+        """
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=self.env, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.stop()
+                raise RuntimeError(f"app.py exited with {code}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"app.py did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """Terminate the app (kill it if it does not exit within 15 s)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
