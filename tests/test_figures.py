@@ -115,7 +115,7 @@ def test_a_failing_chart_returns_a_message_figure_instead_of_raising():
 
 
 def test_empty_results_draw_a_message_not_an_empty_axis():
-    empty = RetrievalResult("q", "no_match", "no answer, the assistant refuses: no candidate found", BranchResult("bm25"),
+    empty = RetrievalResult("q", "no_match", "no candidate found", BranchResult("bm25"),
                             BranchResult("dense"), (), (), (), (), (), {})
     for builder in (figures.rank_flow, figures.contributions, figures.k_sensitivity):
         fig = builder(empty, {})
