@@ -7,14 +7,15 @@ caller). The render helpers are pure and tested on their own.
 
 from __future__ import annotations
 
-import functools
 import html
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gradio as gr
 import plotly.graph_objects as go
+
+from inspector.figures import failsafe, message_figure
 
 from retrieval.lab import (CLASS_EXAMPLE, CLASS_K, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
                            parse_ranking, parse_scored, score_fusions)
@@ -47,32 +48,6 @@ CSS = """
 """
 
 esc = html.escape
-
-
-def _message_figure(text: str, title: str = "") -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.update_layout(title=title, template="plotly_white", height=300)
-    return fig
-
-
-def failsafe(title: str) -> Callable[[Callable[..., go.Figure]], Callable[..., go.Figure]]:
-    """A figure builder that raises returns a figure that says why, instead of breaking the callback."""
-
-    def wrap(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
-        @functools.wraps(builder)
-        def safe(*args: Any, **kwargs: Any) -> go.Figure:
-            try:
-                return builder(*args, **kwargs)
-            except Exception as exc:  # a chart must never break the page
-                log.exception("chart %r failed", title)
-                return _message_figure(f"This chart could not be drawn ({type(exc).__name__}: {exc}).", title)
-
-        return safe
-
-    return wrap
 
 
 # ----------------------------------------------------------------------------------------------- renderers
@@ -186,7 +161,7 @@ def update_classroom(*values: Any) -> tuple[str, str, go.Figure, go.Figure]:
         table = classroom(rankings, k, weights)
     except (TypeError, ValueError) as exc:
         message = str(exc)
-        return error_html(message), "", _message_figure(message), k_curve_figure(CLASS_K)
+        return error_html(message), "", message_figure(message), k_curve_figure(CLASS_K)
     return term_table_html(table), lessons_html(table), contributions_figure(table), k_curve_figure(k)
 
 

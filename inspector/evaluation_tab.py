@@ -8,7 +8,6 @@ shows. ``build_evaluation_tab()`` creates its components inside the current Grad
 
 from __future__ import annotations
 
-import functools
 import html
 import logging
 import time
@@ -18,6 +17,8 @@ from typing import Any
 
 import gradio as gr
 import plotly.graph_objects as go
+
+from inspector.figures import failsafe, message_figure
 
 from retrieval.evaluate import BRANCHES, CONFIGS, load_report, sweep_figure
 from retrieval.settings import PROJECT_ROOT
@@ -38,32 +39,6 @@ CSS = """
 """
 
 esc = html.escape
-
-
-def _message_figure(text: str, title: str = "") -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.update_layout(title=title, template="plotly_white", height=300)
-    return fig
-
-
-def failsafe(title: str) -> Callable[[Callable[..., go.Figure]], Callable[..., go.Figure]]:
-    """A figure builder that raises returns a figure that says why, instead of breaking the callback."""
-
-    def wrap(builder: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
-        @functools.wraps(builder)
-        def safe(*args: Any, **kwargs: Any) -> go.Figure:
-            try:
-                return builder(*args, **kwargs)
-            except Exception as exc:  # a chart must never break the page
-                log.exception("chart %r failed", title)
-                return _message_figure(f"This chart could not be drawn ({type(exc).__name__}: {exc}).", title)
-
-        return safe
-
-    return wrap
 
 
 # ------------------------------------------------------------------------------------------------- sources
@@ -93,7 +68,7 @@ def metrics_figure(report: Mapping[str, Any], configs: Sequence[str]) -> go.Figu
     """Grouped bars: each metric, one bar per configuration."""
     configs = _ordered(configs, report)
     if not configs:
-        return _message_figure("Pick at least one configuration.", "Metrics per configuration")
+        return message_figure("Pick at least one configuration.", "Metrics per configuration")
     fig = go.Figure()
     for c in configs:
         row = report["configs"][c]
@@ -113,7 +88,7 @@ def category_figure(report: Mapping[str, Any], configs: Sequence[str], metric: s
     configs = _ordered(configs, report)
     cats = report.get("categories") or {}
     if not configs or not cats:
-        return _message_figure("No categories in this report.", f"{metric} per category")
+        return message_figure("No categories in this report.", f"{metric} per category")
     labels = [f"{cat} ({row['turns']})" for cat, row in cats.items()]
     fig = go.Figure()
     for c in configs:
@@ -129,7 +104,7 @@ def sweep_choice_figure(report: Mapping[str, Any], param: str | None) -> go.Figu
     """The chart of one of the report's sweeps, or a message saying how to get one."""
     sweeps = {s["param"]: s for s in report.get("sweeps", [])}
     if not sweeps:
-        return _message_figure("No sweep in this report. Run e.g. `python -m retrieval eval --sweep rrf_k "
+        return message_figure("No sweep in this report. Run e.g. `python -m retrieval eval --sweep rrf_k "
                                "--sweep depth --sweep reranker_max_input --save-runs runs/shipped`.", "Sweeps")
     return sweep_figure(sweeps.get(param or "") or next(iter(sweeps.values())))
 
@@ -153,7 +128,11 @@ def summary_html(report: Mapping[str, Any], source_note: str, configs: Sequence[
     rows = "".join("<tr><td><b>" + esc(c) + "</b></td>"
                    + "".join(f"<td>{_num(report['configs'][c].get(m))}</td>" for m in cols) + "</tr>"
                    for c in configs)
+    configured = (report.get("settings") or {}).get("configured") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in configured.items() if k not in ("embedding_model", "reranker_model"))
     parts = [f"<div class='eval-tab'><p class='note'>{esc(source_note)}</p>",
+             *([f"<p class='note'>{esc(report['note'])}</p>"] if report.get("note") else []),
+             *([f"<p class='note'>Configured settings: {esc(shown)}.</p>"] if shown else []),
              f"<table><thead><tr><th>config</th>{head}</tr></thead><tbody>{rows}</tbody></table>"]
     for c, v in (report.get("verdict") or {}).items():
         if c not in configs:
@@ -242,7 +221,7 @@ def wins_losses_html(report: Mapping[str, Any], hybrid: str, limit: int = 25) ->
         for r in rows[:limit]:
             s = r["ndcg@10"]
             tops = "; ".join(f"{esc(c)}: {esc(', '.join(r['top3'].get(c, [])))}" for c in (baseline, hybrid))
-            body.append(f"<tr><td>{esc(r['id'])}</td><td>{esc(r['category'])}</td><td class='text'>{esc(r['text'])}"
+            body.append(f"<tr><td>{esc(r['id'])}</td><td>{esc(r['category'])}</td><td class='text'>{esc(r.get('text', '(text not stored: third-party set)'))}"
                         f"</td><td class='text'>{esc(', '.join(f'{k}:{v}' for k, v in r['relevant'].items()))}</td>"
                         f"<td>{s[baseline]:.3f}</td>"
                         + "".join(f"<td>{s[b]:.3f}</td>" for b in other)
@@ -311,8 +290,8 @@ def show(source: str, configs: Sequence[str], hybrid: str, progress: Any = gr.Pr
         report, note = load_source(source, configs or list(CONFIGS), tick)
     except (ValueError, OSError) as exc:
         msg = str(exc)
-        return (error_html(msg), _message_figure(msg), _message_figure(msg), error_html(msg),
-                gr.update(choices=[], value=None), _message_figure(msg), None)
+        return (error_html(msg), message_figure(msg), message_figure(msg), error_html(msg),
+                gr.update(choices=[], value=None), message_figure(msg), None)
     sweeps = [s["param"] for s in report.get("sweeps", [])]
     return (summary_html(report, note, configs), metrics_figure(report, configs), category_figure(report, configs),
             wins_losses_html(report, hybrid), gr.update(choices=sweeps, value=sweeps[0] if sweeps else None),
@@ -323,7 +302,7 @@ def redraw(state: Mapping[str, Any] | None, configs: Sequence[str]):
     """Callback: other configurations picked; redraw from the session's report without re-running."""
     if not state:
         msg = "Press Show first."
-        return error_html(msg), _message_figure(msg), _message_figure(msg)
+        return error_html(msg), message_figure(msg), message_figure(msg)
     report = state["report"]
     configs = list(configs or [])
     return (summary_html(report, state["note"], configs), metrics_figure(report, configs),
@@ -338,7 +317,7 @@ def redraw_wins(state: Mapping[str, Any] | None, hybrid: str) -> str:
 
 def redraw_sweep(state: Mapping[str, Any] | None, param: str | None) -> go.Figure:
     if not state:
-        return _message_figure("Press Show first.")
+        return message_figure("Press Show first.")
     return sweep_choice_figure(state["report"], param)
 
 

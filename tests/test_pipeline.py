@@ -3,7 +3,6 @@
 import pytest
 
 from retrieval.pipeline import MAX_QUERY_CHARS, HybridRetriever
-from retrieval.settings import Settings
 from retrieval.types import HYBRID_PATHS
 
 LEXICAL = "GlucoSense GS-40 error E-07"
