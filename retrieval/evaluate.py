@@ -262,7 +262,7 @@ def verdict(configs_report: Mapping[str, Mapping[str, Any]], sig: Mapping[str, A
 def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, configs: Sequence[str] = CONFIGS,
              *, depth: int = DEFAULT_DEPTH, seed: int = 0, resamples: int = DEFAULT_RESAMPLES,
              refusals: bool = True, progress: Progress | None = None,
-             runs: Sequence[TurnRun] | None = None) -> dict[str, Any]:
+             runs: Sequence[TurnRun] | None = None, store_text: bool = True) -> dict[str, Any]:
     """Score ``configs`` on ``dataset``: overall, per category, refusals, significance, per turn.
 
     Args:
@@ -276,6 +276,8 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
         refusals: also run the configured settings (latency and refusal rates).
         progress: ``progress(done, total, label)`` after each turn.
         runs: reuse turns already run (``run_turns``) instead of running them.
+        store_text: keep each turn's text in ``per_turn`` (off for third-party sets whose license forbids
+            copying them, e.g. SciFact: ids only).
 
     Returns:
         A JSON-ready dict: ``dataset``, ``turns``, ``configs`` {config: {metric: value, "ms_per_turn": ms}},
@@ -318,16 +320,18 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
             "recall@100": ("measured" if deep_enough else
                            f"null: the lists hold at most {deep.top_k} cards (depth {deep.candidate_depth})"),
         },
-        "per_turn": _per_turn(runs, configs),
+        "per_turn": _per_turn(runs, configs, store_text),
     }
     return report
 
 
-def _per_turn(runs: Sequence[TurnRun], configs: Sequence[str]) -> list[dict[str, Any]]:
+def _per_turn(runs: Sequence[TurnRun], configs: Sequence[str], store_text: bool = True) -> list[dict[str, Any]]:
     out = []
     for r in runs:
-        row: dict[str, Any] = {"id": r.query.id, "text": r.query.text, "category": r.query.category,
+        row: dict[str, Any] = {"id": r.query.id, "category": r.query.category,
                                "relevant": dict(r.query.relevant), "top3": {c: r.ranked[c][:3] for c in configs}}
+        if store_text:
+            row["text"] = r.query.text
         if r.answerable:
             row.update({m: {c: round(v, 6) for c, v in scores.items()}
                         for m, scores in per_turn_scores([r], configs)[0].items() if m in ("ndcg@10", "mrr@10")})
@@ -413,7 +417,8 @@ def format_report(report: Mapping[str, Any]) -> str:
     lines = [f"dataset: {report['dataset']}   turns: {report['turns']} ({report['answerable_turns']} answerable)   "
              f"documents: {report['settings']['documents']}   chunks: {report['settings']['chunks']}",
              f"parent-level metrics; lists from {report['settings']['evaluation']['candidate_depth']} sub-chunks "
-             f"per branch, top {report['settings']['evaluation']['top_k']} cards", ""]
+             f"per branch, top {report['settings']['evaluation']['top_k']} cards",
+             "configured: " + ", ".join(f"{k}={v}" for k, v in report["settings"]["configured"].items()), ""]
     lines += _table(["config", *metrics], [[c, *(report["configs"][c].get(m) for m in metrics)] for c in configs])
     sig = report.get("significance")
     if sig:
@@ -554,6 +559,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                                     f"(default {DEFAULT_DEPTH})")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any setting, e.g. --set rrf_k=20 --set RERANKER_MAX_INPUT=10 (repeatable)")
+    p.add_argument("--adr-recipe", action="store_true",
+                   help="evaluate the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE) "
+                        "instead of the current defaults; --set and the flags above still win")
     p.add_argument("--sweep", action="append", default=[], metavar="PARAM[=V1,V2,...]",
                    help="sweep rrf_k, depth, reranker_max_input or any setting; default values: "
                         + "; ".join(f"{k}={','.join(map(str, v))}" for k, v in DEFAULT_SWEEPS.items()))
@@ -630,6 +638,18 @@ def parse_sweep(spec: str) -> tuple[str, list[Any]]:
     return name, values
 
 
+def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``retrieval.settings.ADR_RECIPE`` when ``--adr-recipe`` is given, else nothing."""
+    if not getattr(args, "adr_recipe", False):
+        return {}
+    from retrieval import settings as settings_module
+
+    recipe = getattr(settings_module, "ADR_RECIPE", None)
+    if not isinstance(recipe, dict):
+        raise ValueError("--adr-recipe: this version has no retrieval.settings.ADR_RECIPE; use --set KEY=VALUE.")
+    return dict(recipe)
+
+
 def _stderr_progress(done: int, total: int, label: str) -> None:
     if sys.stderr.isatty():
         print(f"\r{label}: {done}/{total} turns", end="\n" if done == total else "", file=sys.stderr, flush=True)
@@ -642,7 +662,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from retrieval.dense import stderr_progress
 
     started = time.perf_counter()
-    settings = settings_from_args(args, **parse_set(args.set))
+    settings = settings_from_args(args, **{**recipe_overrides(args), **parse_set(args.set)})
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     _check_configs(configs)
     sweeps = [parse_sweep(s) for s in args.sweep]
@@ -659,7 +679,8 @@ def run_eval(args: argparse.Namespace) -> int:
     runs = run_turns(dataset, retriever, settings, configs=configs, depth=args.depth,
                      refusals=not args.no_refusals, progress=_stderr_progress)
     report = evaluate(dataset, retriever, settings, configs, depth=args.depth, seed=args.seed,
-                      resamples=args.resamples, refusals=not args.no_refusals, runs=runs)
+                      resamples=args.resamples, refusals=not args.no_refusals, runs=runs,
+                      store_text=not args.beir)  # a BEIR set's text stays where it is (license): ids only
     if sweeps:
         report["sweeps"] = [sweep(dataset, retriever, settings, name, values, configs, depth=args.depth,
                                   progress=_stderr_progress) for name, values in sweeps]
