@@ -137,14 +137,20 @@ def test_simulated_empty_bm25_index_is_shown_as_empty(page):
     expect()(page.locator("#list-bm25 .dropped")).to_contain_text("BM25 index is empty (simulated)")
 
 
-def test_the_no_match_example_ends_in_the_refusal(page):
+def run_example(page, kind: str, expected_level: str):
+    """Click the first curated example of ``kind`` (they are about the shipped corpus) and wait for its level."""
     if not SHIPPED.exists():
         pytest.skip("the curated examples are about the shipped corpus")
     from inspector.examples import by_kind
 
-    example = by_kind("no_match")[0]
+    example = by_kind(kind)[0]
     page.get_by_text(example.label, exact=True).click()
-    expect()(level(page)).to_have_text("no_match", timeout=TIMEOUT_MS)
+    expect()(level(page)).to_have_text(expected_level, timeout=TIMEOUT_MS)
+    return example
+
+
+def test_the_no_match_example_ends_in_the_refusal(page):
+    example = run_example(page, "no_match", "no_match")
     expect()(page.locator("#query textarea")).to_have_value(example.text)
     expect()(page.locator("#list-reranked .refusal")).to_contain_text("I could not find this")
     expect()(page.locator("#context")).to_contain_text("I could not find this")
@@ -187,13 +193,7 @@ def test_export_downloads_the_turn_as_json(page):
 
 
 def test_screenshot_for_the_readme(page):
-    if not SHIPPED.exists():
-        pytest.skip("the README screenshot shows the shipped corpus")
-    from inspector.examples import by_kind
-
-    example = by_kind("lexical")[0]
-    page.get_by_text(example.label, exact=True).click()
-    expect()(level(page)).to_have_text("full", timeout=TIMEOUT_MS)
+    run_example(page, "lexical", "full")
     page.locator("#chart-contributions .main-svg").first.wait_for()
     page.wait_for_timeout(1500)  # let plotly finish its transitions
     bottom = page.locator("#chart-contributions").bounding_box()

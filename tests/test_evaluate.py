@@ -180,13 +180,17 @@ def run_cli(*args, tmp_path, env_extra=None):
                           env=env, timeout=600)
 
 
-@pytest.fixture(scope="module")
-def mini_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cli")
+def labeled_mini_folder(folder):
+    """``folder/corpus/`` with the mini cards and ``MINI_TURNS`` as queries.jsonl, for CLI runs."""
     (folder / "corpus").mkdir()
     shutil.copy(MINI_CARDS, folder / "corpus" / "cards.jsonl")
     (folder / "corpus" / "queries.jsonl").write_text("\n".join(json.dumps(t) for t in MINI_TURNS) + "\n")
     return folder
+
+
+@pytest.fixture(scope="module")
+def mini_folder(tmp_path_factory):
+    return labeled_mini_folder(tmp_path_factory.mktemp("cli"))
 
 
 def test_cli_eval_json_runs_and_sweep(mini_folder):

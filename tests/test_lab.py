@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,19 +14,15 @@ import pytest
 from retrieval.corpus import load_shipped
 from retrieval.lab import run_lab
 from retrieval.settings import Settings
-from tests.conftest import MINI_CARDS, ROOT, SHIPPED_CARDS
-from tests.test_evaluate import MINI_TURNS
+from tests.conftest import ROOT, SHIPPED_CARDS
+from tests.test_evaluate import labeled_mini_folder
 
 CONTRACT = {"kind", "seed", "lab_version", "inputs", "decisions", "result", "evidence", "limitations"}
 
 
 @pytest.fixture(scope="module")
 def lab_folder(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("lab")
-    (folder / "corpus").mkdir()
-    shutil.copy(MINI_CARDS, folder / "corpus" / "cards.jsonl")
-    (folder / "corpus" / "queries.jsonl").write_text("\n".join(json.dumps(t) for t in MINI_TURNS) + "\n")
-    return folder
+    return labeled_mini_folder(tmp_path_factory.mktemp("lab"))
 
 
 def run_lab_cli(folder, *args):
