@@ -87,13 +87,17 @@ class QueryError(ValueError):
     """A turn that cannot be searched as typed; the message says what to change."""
 
 
+def _without_controls(text: str) -> str:
+    """Control characters and lone surrogates -> spaces (they are not text, and would not encode as UTF-8)."""
+    return "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch for ch in text)
+
+
 def clean_query(text: Any) -> str:
     """Normalise a turn (NFC, control characters -> spaces, whitespace collapsed) or raise ``QueryError``."""
     if not isinstance(text, str):
         raise QueryError(f"The turn must be text, got {type(text).__name__}.")
     text = unicodedata.normalize("NFC", text)
-    text = "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch for ch in text)
-    text = " ".join(text.split())
+    text = " ".join(_without_controls(text).split())
     if not text:
         raise QueryError("The turn is empty: type a question, e.g. 'What does GlucoSense GS-40 error E-07 mean?'.")
     if len(text) > MAX_QUERY_CHARS:
@@ -159,6 +163,7 @@ class HybridRetriever:
         self.dense_error = ""
         self._progress = progress
         self._dense_lock = threading.Lock()
+        self._bm25_lock = threading.Lock()
         self._cache = _LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
         self._connect_dense()
 
@@ -239,7 +244,7 @@ class HybridRetriever:
     # --------------------------------------------------------------------------------------------- branches
     def bm25_index(self, tokenizer: str) -> BM25Index:
         """The BM25 index for a tokenizer (``plain`` or ``snowball``), built on first use (sub-second)."""
-        with self._dense_lock:
+        with self._bm25_lock:
             if tokenizer not in self._bm25_indexes:
                 self._bm25_indexes[tokenizer] = BM25Index(self.chunks, tokenizer)
             return self._bm25_indexes[tokenizer]
@@ -362,9 +367,7 @@ class HybridRetriever:
         except QueryError as exc:
             empty = BranchResult("bm25", status="skipped", reason=str(exc))
             # Echo the turn without control characters or lone surrogates: the result must encode as UTF-8 JSON.
-            shown = "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch
-                            for ch in str(raw_query)[:MAX_QUERY_CHARS])
-            return RetrievalResult(query=shown, hybrid_path="no_match", reason=str(exc),
+            return RetrievalResult(query=_without_controls(str(raw_query)[:MAX_QUERY_CHARS]), hybrid_path="no_match", reason=str(exc),
                                    bm25=empty, dense=BranchResult("dense", status="skipped", reason=str(exc)),
                                    fused=(), reranked=(), final=(), cut=(), consensus=(),
                                    timings_ms={"total": 0.0}, settings=s.to_dict())
