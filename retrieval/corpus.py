@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,9 @@ from retrieval.types import Card, Chunk
 CARD_FIELDS = ("id", "title", "lang", "topic", "text")
 QUERY_CATEGORIES = ("lexical", "semantic", "mixed", "multilingual", "no_match")
 MAX_CARD_CHARS = 100_000
+# A line is read with this cap, so a file without newlines (or /dev/zero) is refused instead of filling memory.
+# A card of MAX_CARD_CHARS characters written with \\uXXXX escapes (12 bytes for an emoji) takes at most 1.2 MB.
+MAX_LINE_BYTES = 4_000_000
 DEFAULT_CHUNK_WORDS = 60
 CHUNKER_VERSION = "sentences-v1"
 
@@ -45,27 +49,71 @@ class Dataset:
     chunk_words: int | None = DEFAULT_CHUNK_WORDS
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes without the newline)``, each line read with the ``MAX_LINE_BYTES`` cap."""
+    if path.is_dir():
+        raise CorpusError(f"{path}: is a folder, not a file. Point CORPUS_PATH (or --beir) at the file itself, "
+                          "e.g. corpus/cards.jsonl.")
     try:
         handle = path.open("rb")
     except FileNotFoundError:
         raise CorpusError(f"{path}: file not found. Check the path (CORPUS_PATH or --beir).") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc}). Check the path and its permissions "
+                          "(CORPUS_PATH or --beir).") from None
     with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the line). "
-                                  "Save the file as UTF-8.") from None
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from None
-            if not isinstance(obj, dict):
-                raise CorpusError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
-            yield lineno, obj
+        lineno = 0
+        while True:
+            raw = handle.readline(MAX_LINE_BYTES + 2)  # room for the line's own \r\n
+            if not raw:
+                return
+            lineno += 1
+            raw = raw.rstrip(b"\r\n")
+            if len(raw) > MAX_LINE_BYTES:
+                raise CorpusError(
+                    f"{path}:{lineno}: line is longer than {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES in "
+                    f"retrieval/corpus.py). A card holds at most {MAX_CARD_CHARS:,} characters: split long cards, "
+                    "and check that the path is a text file with one record per line.")
+            yield lineno, raw
+
+
+def _decode(path: Path, lineno: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the line). "
+                          "Save the file as UTF-8.") from None
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, raw in _raw_lines(path):
+        line = _decode(path, lineno, raw)
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from None
+        except RecursionError:
+            raise CorpusError(f"{path}:{lineno}: invalid JSON (brackets nested too deeply for the parser). "
+                              "A card is one flat JSON object.") from None
+        except ValueError as exc:  # e.g. Python's cap on the digits of an integer
+            reason = (f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
+                      if "digits" in str(exc) else str(exc))
+            raise CorpusError(f"{path}:{lineno}: invalid JSON ({reason}).") from None
+        if not isinstance(obj, dict):
+            raise CorpusError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
+        yield lineno, obj
+
+
+def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    for lineno, raw in _raw_lines(path):
+        line = _decode(path, lineno, raw)
+        try:
+            row = next(csv.reader([line], delimiter="\t"), [])
+        except csv.Error as exc:
+            raise CorpusError(f"{path}:{lineno}: unreadable TSV line ({exc}).") from None
+        yield lineno, row
 
 
 def _require_str(path: Path, lineno: int, obj: dict[str, Any], name: str, *, allow_empty: bool = False) -> str:
@@ -174,19 +222,18 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
         seen.add(doc_id)
         cards.append(Card(id=doc_id, title=title.strip(), lang="en", topic="beir", text=text.strip()))
     qrels: dict[str, dict[str, int]] = {}
-    with qrels_path.open(encoding="utf-8", newline="") as handle:
-        for lineno, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or (lineno == 1 and not row[-1].strip().lstrip("-").isdigit()):
-                continue  # blank line or header
-            if len(row) < 3:
-                raise CorpusError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns "
-                                  f"(query-id, corpus-id, score), got {len(row)}.")
-            try:
-                grade = int(row[-1])
-            except ValueError:
-                raise CorpusError(f"{qrels_path}:{lineno}: column 'score' must be an integer, got {row[-1]!r}.") from None
-            if grade > 0:
-                qrels.setdefault(row[0].strip(), {})[row[-2].strip()] = grade
+    for lineno, row in _tsv_rows(qrels_path):
+        if not row or (lineno == 1 and not row[-1].strip().lstrip("-").isdigit()):
+            continue  # blank line or header
+        if len(row) < 3:
+            raise CorpusError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns "
+                              f"(query-id, corpus-id, score), got {len(row)}.")
+        try:
+            grade = int(row[-1])
+        except ValueError:
+            raise CorpusError(f"{qrels_path}:{lineno}: column 'score' must be an integer, got {row[-1]!r}.") from None
+        if grade > 0:
+            qrels.setdefault(row[0].strip(), {})[row[-2].strip()] = grade
     queries: list[LabeledQuery] = []
     queries_path = folder / "queries.jsonl"
     for lineno, obj in _json_lines(queries_path):

@@ -1,8 +1,10 @@
 import json
+import os
 
 import pytest
 
-from retrieval.corpus import CorpusError, load_beir, load_cards, load_queries, split_card, split_cards
+from retrieval.corpus import (MAX_CARD_CHARS, MAX_LINE_BYTES, CorpusError, load_beir, load_cards, load_queries,
+                              split_card, split_cards)
 from retrieval.types import Card
 from tests.conftest import MINI_CARDS
 
@@ -104,3 +106,51 @@ def test_invalid_utf8_names_the_line(tmp_path):
 def test_lone_surrogate_escape_is_refused(tmp_path):
     with pytest.raises(CorpusError, match=r"cards.jsonl:1: field 'text' holds a lone surrogate"):
         load_cards(write(tmp_path, ['{"id": "a", "title": "T", "lang": "en", "topic": "drug", "text": "x \\ud800"}']))
+
+
+# ---------------------------------------------------------------- hostile files: each is a clear file:line error
+def test_a_folder_as_corpus_path_is_named(tmp_path):
+    with pytest.raises(CorpusError, match=r"is a folder, not a file.*CORPUS_PATH"):
+        load_cards(tmp_path)
+
+
+def test_deeply_nested_json_names_the_line(tmp_path):
+    path = tmp_path / "cards.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + "[" * 200_000 + "]" * 200_000 + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"cards.jsonl:2: .*nested too deeply"):
+        load_cards(path)
+
+
+def test_huge_integer_names_the_line(tmp_path):
+    path = tmp_path / "cards.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + '{"id": ' + "7" * 5_000 + "}\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"cards.jsonl:2: invalid JSON .*4300 digits"):
+        load_cards(path)
+
+
+def test_overlong_line_is_refused_without_reading_it_all(tmp_path):
+    path = tmp_path / "cards.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b"\n" + b" " * (MAX_LINE_BYTES + 10) + b"\n")
+    with pytest.raises(CorpusError, match=rf"cards.jsonl:2: line is longer than {MAX_LINE_BYTES:,} bytes"):
+        load_cards(path)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_endless_file_without_newline_stops_at_the_line_limit():
+    with pytest.raises(CorpusError, match=rf"/dev/zero:1: line is longer than {MAX_LINE_BYTES:,} bytes"):
+        load_cards("/dev/zero")
+
+
+def test_a_card_at_the_character_limit_fits_in_a_line(tmp_path):
+    # The line limit must never refuse a card the card limit allows, even with every character escaped as a
+    # surrogate pair (an emoji is 12 bytes as \ud83d\ude00).
+    card = dict(GOOD, text="\U0001F600" * MAX_CARD_CHARS)
+    path = tmp_path / "cards.jsonl"
+    path.write_text(json.dumps(card, ensure_ascii=True) + "\n", encoding="utf-8")
+    assert len(load_cards(path)[0].text) == MAX_CARD_CHARS
+
+
+def test_huge_qrels_field_names_the_line(tmp_path):
+    folder = make_beir(tmp_path, "query-id\tcorpus-id\tscore\nq1\t" + "d" * 200_000 + "\t1\n")
+    with pytest.raises(CorpusError, match=r"test.tsv:2: "):
+        load_beir(folder, "test")
