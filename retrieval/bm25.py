@@ -1,13 +1,32 @@
-"""Lexical branch: rank_bm25.BM25Okapi over sub-chunks, rebuilt at start-up, never pickled (ADR-0022 C)."""
+"""Lexical branch: BM25 over sub-chunks, rebuilt at start-up, never pickled (ADR-0022 C).
+
+The scores are rank_bm25 0.2.2's ``BM25Okapi.get_scores`` (k1=1.5, b=0.75, epsilon=0.25: idf
+``log(N - n + 0.5) - log(n + 0.5)``, a negative idf floored to ``epsilon * average idf``, a repeated query term
+counted each time), computed with the same float64 operations in the same order, so they are bit for bit the
+same. What changes is the cost: each (term, chunk) contribution is computed once at build time into a sparse
+matrix whose columns are the terms' postings, so a turn costs the sum of its terms' posting lengths instead of
+a Python pass over every chunk. ``tests/test_bm25_equivalence.py`` checks scores and rankings against
+rank_bm25 itself, which stays in the project as the reference.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
 from retrieval.tokenize import analyze, detect_language
 from retrieval.types import Chunk, Hit
+
+K1 = 1.5
+B = 0.75
+EPSILON = 0.25
+
+# Chunks analysed per vectorised step of the build: bounds the temporary token arrays, not the result.
+_BUILD_BATCH = 20_000
 
 
 class BM25Index:
@@ -20,20 +39,79 @@ class BM25Index:
     """
 
     def __init__(self, chunks: Sequence[Chunk], tokenizer: str = "plain") -> None:
-        from rank_bm25 import BM25Okapi
-
         self._chunks = list(chunks)
         self.tokenizer = tokenizer
-        corpus = [analyze(c.indexed_text, tokenizer, c.lang) for c in self._chunks]
-        # rank_bm25 divides by the corpus size, and an all-empty corpus has no vocabulary to score.
-        self._bm25 = BM25Okapi(corpus) if any(corpus) else None
+        self._vocab: dict[str, int] = {}
+        self._indptr = self._indices = self._data = self._id_rank = None
+        self._empty = True
+        n_docs = len(self._chunks)
+        if not n_docs:
+            return
+        # Term ids in order of first appearance: the order rank_bm25's document-frequency dict is filled in,
+        # so the average idf below is summed in its order.
+        vocab: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+        doc_len = np.zeros(n_docs, dtype=np.int64)
+        parts_doc, parts_term, parts_tf = [], [], []
+        for start in range(0, n_docs, _BUILD_BATCH):
+            batch = [analyze(c.indexed_text, tokenizer, c.lang) for c in self._chunks[start:start + _BUILD_BATCH]]
+            lengths = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
+            doc_len[start:start + len(batch)] = lengths
+            term = np.fromiter(map(vocab.__getitem__, itertools.chain.from_iterable(batch)), dtype=np.int64,
+                               count=int(lengths.sum()))
+            local_doc = np.repeat(np.arange(len(batch), dtype=np.int64), lengths)
+            # One (chunk, term) key per token; unique keys with their counts are the term frequencies.
+            keys, tf = np.unique((local_doc << 32) | term, return_counts=True)
+            parts_doc.append((keys >> 32).astype(np.int32) + start)
+            parts_term.append((keys & 0xFFFFFFFF).astype(np.int32))
+            parts_tf.append(tf.astype(np.int32))
+        vocab.default_factory = None
+        total_len = int(doc_len.sum())
+        if not total_len:  # rank_bm25 divides by the average length: an all-empty corpus has nothing to score
+            return
+        self._vocab = vocab
+        doc = np.concatenate(parts_doc)
+        term = np.concatenate(parts_term)
+        tf = np.concatenate(parts_tf)
+        del parts_doc, parts_term, parts_tf
+
+        # rank_bm25's _calc_idf, term by term in its order, with math.log as it does.
+        n_terms = len(vocab)
+        df = np.bincount(term, minlength=n_terms)
+        idf_list = [math.log(n_docs - n + 0.5) - math.log(n + 0.5) for n in df.tolist()]
+        idf_sum = 0.0
+        for value in idf_list:
+            idf_sum += value
+        eps = EPSILON * (idf_sum / n_terms)
+        idf = np.array(idf_list, dtype=np.float64)
+        idf[idf < 0] = eps
+
+        # rank_bm25's get_scores term, elementwise in its operation order:
+        # idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))).
+        avgdl = total_len / n_docs
+        norm = K1 * (1 - B + B * doc_len / avgdl)
+        tf_f = tf.astype(np.float64)
+        del tf
+        data = idf[term] * (tf_f * (K1 + 1) / (tf_f + norm[doc]))
+        del tf_f
+
+        from scipy.sparse import csc_matrix
+
+        # A term's postings are a column, chunks ascending within it (the COO entries are sorted by chunk).
+        matrix = csc_matrix((data, (doc, term)), shape=(n_docs, n_terms))
+        del data, doc, term
+        self._indptr, self._indices, self._data = matrix.indptr, matrix.indices, matrix.data
+        # Ties are broken by chunk id: each chunk's position in chunk-id order.
+        self._id_rank = np.empty(n_docs, dtype=np.int64)
+        ids = [c.chunk_id for c in self._chunks]
+        self._id_rank[sorted(range(n_docs), key=ids.__getitem__)] = np.arange(n_docs, dtype=np.int64)
+        self._empty = False
 
     @property
     def empty(self) -> bool:
-        return self._bm25 is None
+        return self._empty
 
     def __len__(self) -> int:
-        return 0 if self._bm25 is None else len(self._chunks)
+        return 0 if self._empty else len(self._chunks)
 
     def query_terms(self, query: str) -> list[str]:
         """The terms BM25 looks up for ``query``."""
@@ -42,19 +120,56 @@ class BM25Index:
 
     def document_frequency(self, term: str) -> int:
         """How many chunks contain ``term`` (0 for an unknown term or an empty index)."""
-        if self._bm25 is None:
+        col = self._vocab.get(term)
+        if col is None:
             return 0
-        return sum(1 for doc in self._bm25.doc_freqs if term in doc)
+        return int(self._indptr[col + 1] - self._indptr[col])
+
+    def scores(self, terms: Sequence[str]) -> np.ndarray:
+        """Every chunk's BM25 score for the analysed ``terms``: rank_bm25's ``get_scores``, bit for bit."""
+        if self._empty:
+            return np.zeros(len(self._chunks), dtype=np.float64)
+        return self._accumulate(self._columns(terms))[0]
+
+    def _columns(self, terms: Sequence[str]) -> list[int]:
+        # An unknown term adds 0 to every chunk in rank_bm25: skipping it changes no score.
+        return [col for col in map(self._vocab.get, terms) if col is not None]
+
+    def _accumulate(self, cols: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The score of every chunk and the postings (chunk positions) of each column."""
+        indptr, indices, data = self._indptr, self._indices, self._data
+        score = np.zeros(len(self._chunks), dtype=np.float64)
+        postings = []
+        for col in cols:  # in query order, a repeated term again: the order rank_bm25 adds them in
+            lo, hi = indptr[col], indptr[col + 1]
+            rows = indices[lo:hi]
+            score[rows] += data[lo:hi]  # rows are distinct within a column, so this is one addition per chunk
+            postings.append(rows)
+        return score, postings
 
     def search(self, query: str, depth: int) -> list[Hit]:
         """The ``depth`` best chunks with a positive BM25 score (a chunk sharing no term is not a match)."""
-        if self._bm25 is None or depth < 1:
+        if self._empty or depth < 1:
             return []
-        terms = self.query_terms(query)
-        if not terms:
+        cols = self._columns(self.query_terms(query))
+        if not cols:
             return []
-        scores = np.asarray(self._bm25.get_scores(terms), dtype=np.float64)
-        positive = np.flatnonzero(scores > 0)
-        order = sorted(positive, key=lambda i: (-scores[i], self._chunks[i].chunk_id))[:depth]
-        return [Hit(chunk_id=self._chunks[i].chunk_id, parent_id=self._chunks[i].parent_id, rank=r,
-                    score=float(scores[i])) for r, i in enumerate(order, start=1)]
+        n_docs = len(self._chunks)
+        score, postings = self._accumulate(cols)
+        if sum(len(rows) for rows in postings) * 16 < n_docs:
+            touched = np.unique(np.concatenate(postings))
+            cand = touched[score[touched] > 0]
+        else:  # the postings cover much of the corpus: one pass over the scores is cheaper than sorting them
+            cand = np.flatnonzero(score > 0)
+        cand_score = score[cand]
+        if len(cand) > depth:
+            # Everything scoring at least the depth-th best, so ties at the cut are settled by chunk id below.
+            cut = np.partition(cand_score, len(cand) - depth)[len(cand) - depth]
+            keep = cand_score >= cut
+            cand, cand_score = cand[keep], cand_score[keep]
+        order = np.lexsort((self._id_rank[cand], -cand_score))[:depth]
+        hits = []
+        for rank, j in enumerate(order.tolist(), start=1):
+            chunk = self._chunks[int(cand[j])]
+            hits.append(Hit(chunk_id=chunk.chunk_id, parent_id=chunk.parent_id, rank=rank, score=float(cand_score[j])))
+        return hits
