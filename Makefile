@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 export GRADIO_ANALYTICS_ENABLED := False
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export ORT_DISABLE_TELEMETRY := 1
 
-.PHONY: run test bench clean
+.PHONY: run test bench check-network clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,10 @@ run: $(VENV)/.runtime
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
+
+# No network at run time: the app under strace (start-up, one turn, 30 s) makes no DNS query and no outside connect.
+check-network: $(VENV)/.runtime
+	$(PY) scripts/check_no_network.py
 
 bench: $(VENV)/.runtime
 	$(PY) -m retrieval bench

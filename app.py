@@ -9,6 +9,7 @@ import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # onnxruntime's telemetry (see retrieval/encoders.py)
 
 
 DEFAULT_HOST = "127.0.0.1"

@@ -30,6 +30,11 @@ BUNDLED_RERANKERS = {
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# onnxruntime's official wheels carry Microsoft's 1DS telemetry: a few seconds after the first session it resolves
+# mobile.events.data.microsoft.com, again every few seconds, even after ort.disable_telemetry_events(). Only this
+# variable, set before onnxruntime is first imported, stops it (onnxruntime/Privacy.md, "Disabling Telemetry").
+# onnxruntime is imported only inside the loaders below, after this line. tests/test_no_network.py checks it.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
 class ModelUnavailable(RuntimeError):
