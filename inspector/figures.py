@@ -15,7 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from inspector.render import BRANCH_COLORS, NEUTRAL, doc_colors, esc
+from inspector.render import BRANCH_COLORS, NEUTRAL, doc_colors
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.types import Chunk, RetrievalResult
 
@@ -24,6 +24,17 @@ log = logging.getLogger(__name__)
 STAGES = ("BM25", "Dense", "RRF", "Reranked")
 FONT = dict(family="ui-sans-serif, system-ui, sans-serif", size=13, color="#1f2933")
 K_RANGE = range(1, 201)
+
+
+def plot_text(value: object) -> str:
+    """Escape text for a plotly label (title, legend name, tick label, hover text, annotation).
+
+    Plotly draws a subset of HTML in labels (``<a href>``, ``<span style>``, ``<b>``, ``<br>`` ...) and decodes only
+    ``&amp; &lt; &gt;``, a few named entities and numeric ones: ``&quot;`` would show literally. So escape ``&``,
+    ``<`` and ``>``, nothing else. Never put user text in a ``hovertemplate`` itself (``%{...}`` is substituted):
+    pass it through ``customdata`` or the trace name.
+    """
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
@@ -35,7 +46,7 @@ def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
 def message_figure(text: str, title: str = "") -> go.Figure:
     """An empty chart that shows ``text`` (escaped, wrapped) in its middle."""
     fig = go.Figure()
-    fig.add_annotation(text="<br>".join(esc(line) for line in textwrap.wrap(text, 70)) or " ", x=0.5, y=0.5,
+    fig.add_annotation(text="<br>".join(plot_text(line) for line in textwrap.wrap(text, 70)) or " ", x=0.5, y=0.5,
                        xref="paper", yref="paper", showarrow=False, font=dict(size=14, color="#52606d"))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
@@ -104,11 +115,12 @@ def rank_flow(result: RetrievalResult, chunks: Mapping[str, Chunk], max_docs: in
         both = cid in consensus
         parent = chunks[cid].parent_id if cid in chunks else cid.split("#")[0]
         fig.add_trace(go.Scatter(
-            x=list(STAGES), y=ys, mode="lines+markers", connectgaps=True, name=esc(cid) + (" ★" if both else ""),
+            x=list(STAGES), y=ys, mode="lines+markers", connectgaps=True,
+            name=plot_text(cid) + (" ★" if both else ""),
             line=dict(color=colors.get(parent, NEUTRAL), width=5 if both else 2.5),
             marker=dict(size=11 if both else 8, color=colors.get(parent, NEUTRAL)),
             opacity=1.0 if cid in final else 0.35,
-            customdata=[[esc(cid), esc(_label(chunks, cid, 60))]] * len(STAGES),
+            customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(STAGES),
             meta=dict(consensus=both, chunk_id=cid, final=cid in final),
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: rank %{y}<extra></extra>"))
     fig.update_yaxes(autorange=False, range=[deepest + 0.5, 0.5], title="rank (1 = best)",
@@ -130,14 +142,14 @@ def contributions(result: RetrievalResult, chunks: Mapping[str, Chunk], max_docs
     if not hits:
         return message_figure("No fused candidates: " + (result.reason or "nothing to fuse"), title)
     consensus = set(result.consensus)
-    labels = [f"#{h.rank} {esc(h.chunk_id)}{' ★' if h.chunk_id in consensus else ''}" for h in hits]
+    labels = [f"#{h.rank} {plot_text(h.chunk_id)}{' ★' if h.chunk_id in consensus else ''}" for h in hits]
     fig = go.Figure()
     for name, label in (("bm25", "BM25"), ("dense", "Dense")):
         values = [h.contributions.get(name, 0.0) for h in hits]
         ranks = [h.branch_ranks.get(name) for h in hits]
         fig.add_trace(go.Bar(
             y=labels, x=values, name=label, orientation="h", marker_color=BRANCH_COLORS[name],
-            customdata=[[esc(h.chunk_id), "–" if r is None else f"#{r}"] for h, r in zip(hits, ranks)],
+            customdata=[[plot_text(h.chunk_id), "–" if r is None else f"#{r}"] for h, r in zip(hits, ranks)],
             hovertemplate=f"%{{customdata[0]}}<br>{label} rank %{{customdata[1]}}: +%{{x:.5f}}<extra></extra>"))
     fig.update_layout(barmode="stack", legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"))
     fig.update_yaxes(autorange="reversed")
@@ -177,9 +189,10 @@ def k_sensitivity(result: RetrievalResult, chunks: Mapping[str, Chunk], top_n: i
         parent = chunks[cid].parent_id if cid in chunks else cid.split("#")[0]
         both = cid in consensus
         fig.add_trace(go.Scatter(
-            x=list(K_RANGE), y=ys, mode="lines", line_shape="hv", name=esc(cid) + (" ★" if both else ""),
+            x=list(K_RANGE), y=ys, mode="lines", line_shape="hv", name=plot_text(cid) + (" ★" if both else ""),
             line=dict(color=colors.get(parent, NEUTRAL), width=4 if both else 2),
-            customdata=[[esc(cid), esc(_label(chunks, cid, 60))]] * len(ys), meta=dict(consensus=both, chunk_id=cid),
+            customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(ys),
+            meta=dict(consensus=both, chunk_id=cid),
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>k=%{x}: rank %{y}<extra></extra>"))
     k = int(result.settings.get("rrf_k", 60))
     fig.add_vline(x=k, line=dict(color="#1f2933", dash="dash", width=1.5), annotation_text=f"k={k}",

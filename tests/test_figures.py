@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import plotly.graph_objects as go
 import pytest
 
@@ -128,3 +130,51 @@ def test_chart_labels_escape_ids_from_the_corpus():
     fig = figures.rank_flow(result, chunks_for([evil, "A#0"]))
     names = [t.name for t in fig.data]
     assert all("<b" not in n for n in names) and any("&lt;b onmouseover=x&gt;#0" in n for n in names)
+
+
+# Plotly renders a subset of HTML in every label it draws (titles, legend names, tick labels, hover text,
+# annotations) and decodes only &amp; &lt; &gt; and numeric entities: &quot; would show literally.
+LINK = '<a href="https://evil.example/">click</a>'
+STYLED = '<span style="font-size:60px">big</span>'
+
+
+def _all_text(fig: go.Figure) -> str:
+    """Every string of the figure as the browser receives it (its JSON), one per line; ``meta`` is data plotly
+    never draws (no template here refers to it)."""
+    def walk(node):
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key != "meta":
+                    yield from walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from walk(value)
+
+    return "\n".join(walk(json.loads(fig.to_json())))
+
+
+@pytest.mark.parametrize("builder", [figures.rank_flow, figures.contributions, figures.k_sensitivity])
+def test_charts_escape_markup_and_keep_quotes_readable(builder):
+    ids = [f"{LINK}#0", f"{STYLED}#0", "A#0"]
+    chunks = chunks_for(ids)
+    chunks["A#0"] = Chunk("A#0", "A", 'Say "stop" & it\'s <done>', "en", "text")
+    text = _all_text(builder(build(ids, ["A#0", ids[0]]), chunks))
+    assert "<a " not in text and '<span style="font-size:60px' not in text, "user markup reached a chart label"
+    assert '&lt;a href="https://evil.example/"&gt;click&lt;/a&gt;' in text
+    assert '&lt;span style="font-size:60px"&gt;big&lt;/span&gt;' in text
+    assert "&quot;" not in text and "&#x27;" not in text, "quotes escaped for HTML show literally in plotly"
+    if builder is not figures.contributions:  # the hover text carries the card title
+        assert 'Say "stop" &amp; it\'s &lt;done&gt;' in text
+
+
+def test_message_figure_keeps_quotes_readable_and_escapes_markup():
+    fig = figures.message_figure(f'BM25 failed: "index" missing {LINK}')
+    text = fig.layout.annotations[0].text
+    assert '"index"' in text and "&quot;" not in text
+    assert "<a " not in text and "&lt;a href=" in text
+
+
+def test_plot_text_escapes_only_what_plotly_decodes():
+    assert figures.plot_text('<b>"x" & \'y\'</b>') == '&lt;b&gt;"x" &amp; \'y\'&lt;/b&gt;'
