@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector.figures import failsafe, message_figure
+from inspector.figures import failsafe, message_figure, plot_text
 
 from retrieval.lab import (CLASS_EXAMPLE, CLASS_K, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
                            parse_ranking, parse_scored, score_fusions)
@@ -107,12 +107,12 @@ def k_curve_figure(current_k: int, ks: Sequence[int] = CURVE_KS, max_rank: int =
 @failsafe("Where each fused score comes from")
 def contributions_figure(table: Mapping[str, Any]) -> go.Figure:
     """Stacked bars: each document's RRF score split into its per-list terms, in fused order."""
-    docs = [r["doc"] for r in table["rows"]]
+    docs = [plot_text(r["doc"]) for r in table["rows"]]  # user text: plotly would draw its markup
     fig = go.Figure()
     for i, n in enumerate(table["lists"]):
-        fig.add_trace(go.Bar(x=docs, y=[r["terms"][n] for r in table["rows"]], name=n,
+        fig.add_trace(go.Bar(x=docs, y=[r["terms"][n] for r in table["rows"]], name=plot_text(n),
                              marker_color=LIST_COLORS[i % len(LIST_COLORS)],
-                             hovertemplate=f"{n}: %{{y:.6f}}<extra></extra>"))
+                             hovertemplate="%{fullData.name}: %{y:.6f}<extra></extra>"))
     fig.update_layout(barmode="stack", title=f"RRF score per document, split by list (k={table['k']})",
                       xaxis_title="document (fused order)", yaxis_title="RRF score", template="plotly_white",
                       height=360, xaxis_type="category")

@@ -215,3 +215,49 @@ def test_classroom_in_a_real_browser(classroom_app):
         assert page.locator("#rrf-terms img").count() == 0
         expect(page.locator("#raw-fusions")).to_contain_text("Raw sum (wrong)")
         browser.close()
+
+
+# Plotly draws a subset of HTML in labels: list names and ids typed by a user must reach the chart as text.
+LINK = '<a href="https://evil.example/">click</a>'
+STYLED = '<span style="font-size:60px">big</span>'
+
+
+def test_contributions_chart_escapes_list_names_and_ids():
+    from inspector.classroom import update_classroom
+
+    *_, contrib, _ = update_classroom(LINK, "A, <b>B</b>", 1.0, STYLED, "A", 1.0, 'Say "x"', "B", 1.0, 60)
+    names = [tr.name for tr in contrib.data]
+    assert names == ['&lt;a href="https://evil.example/"&gt;click&lt;/a&gt;',
+                     '&lt;span style="font-size:60px"&gt;big&lt;/span&gt;', 'Say "x"']
+    assert "&lt;b&gt;B&lt;/b&gt;" in contrib.data[0].x and not any("<" in doc for doc in contrib.data[0].x)
+    # user text never sits in a hovertemplate, where plotly would substitute %{...} in it
+    assert all("evil" not in tr.hovertemplate and "Say" not in tr.hovertemplate for tr in contrib.data)
+
+
+def test_classroom_chart_markup_stays_text_in_a_real_browser(classroom_app):
+    import os
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("no chromium at /usr/bin/chromium")
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(classroom_app)
+        chart = page.locator("#rrf-contrib")
+        expect(chart).to_contain_text("BM25", timeout=30_000)
+        for i, text in ((0, LINK), (1, STYLED)):
+            name = page.locator(f"#rrf-name-{i} textarea")
+            name.fill(text)
+            name.press("Tab")
+        ranking = page.locator("#rrf-list-0 textarea")
+        ranking.fill("A, <b>B</b>, C, D")
+        ranking.press("Tab")
+        for text in (LINK, STYLED, "<b>B</b>"):
+            expect(chart).to_contain_text(text, timeout=30_000)
+        assert chart.locator("svg a").count() == 0, "a list name became a live link"  # (not the modebar's <a>)
+        styled = chart.locator('tspan[style*="font-size:60px"], tspan[style*="font-size: 60px"]')
+        assert styled.count() == 0, "a list name became styled text"
+        assert chart.locator('tspan[style*="bold"]').count() == 0, "an id became bold text"
+        browser.close()
