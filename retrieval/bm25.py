@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.tokenize import analyze, detect_language
+from retrieval.tokenize import STOPWORDS, TOKENIZERS, _stemmer, analyze, base_language, detect_language, tokenize
 from retrieval.types import Chunk, Hit
 
 K1 = 1.5
@@ -27,6 +27,73 @@ EPSILON = 0.25
 
 # Chunks analysed per vectorised step of the build: bounds the temporary token arrays, not the result.
 _BUILD_BATCH = 20_000
+# ``tokenize`` of an ASCII text, by byte translation: letters and digits kept (lowercased), everything else a space.
+_ASCII_WORDS = bytes(c if chr(c).isalnum() else 32 for c in range(256)).lower()
+
+
+class _SnowballIds(dict):
+    """Raw token -> term id in one language (-1 for a stop word): ``analyze``'s snowball step, done once per
+    distinct token. New stems get the next id of the shared vocabulary."""
+
+    def __init__(self, vocab: dict[str, int], lang: str) -> None:
+        super().__init__()
+        self.vocab, self.stop, self.stem = vocab, STOPWORDS[lang], _stemmer(lang).stemWord
+
+    def __missing__(self, token: str) -> int:
+        if token in self.stop:
+            tid = -1
+        else:
+            tid = self.vocab[self.stem(token)]
+        self[token] = tid
+        return tid
+
+
+def _postings(chunks: Sequence[Chunk], tokenizer: str):
+    """``analyze`` of every chunk as term ids, counted: the vocabulary (in first-appearance order), the chunk
+    lengths, and one (chunk, term, tf) triple per distinct term of a chunk, sorted by chunk then term.
+
+    Equal to counting ``analyze(c.indexed_text, tokenizer, c.lang)`` chunk by chunk (tests/test_bm25_equivalence.py
+    checks it), but a distinct token is stemmed and looked up once, and an ASCII text is split without the regex.
+    """
+    n_docs = len(chunks)
+    # Term ids in order of first appearance: the order rank_bm25's document-frequency dict is filled in,
+    # so the average idf is summed in its order.
+    vocab: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    by_lang: dict[str, dict[str, int]] = {}
+    doc_len = np.zeros(n_docs, dtype=np.int64)
+    parts_doc, parts_term, parts_tf = [], [], []
+    for start in range(0, n_docs, _BUILD_BATCH):
+        batch = chunks[start:start + _BUILD_BATCH]
+        ids: list[int] = []
+        raw_len = np.empty(len(batch), dtype=np.int64)
+        for k, chunk in enumerate(batch):
+            text = chunk.indexed_text
+            tokens = text.encode().translate(_ASCII_WORDS).decode().split() if text.isascii() else tokenize(text)
+            if tokenizer == "plain":
+                ids.extend(map(vocab.__getitem__, tokens))
+            else:
+                lang = base_language(chunk.lang)
+                to_ids = by_lang.get(lang)
+                if to_ids is None:
+                    to_ids = by_lang[lang] = _SnowballIds(vocab, lang)
+                ids.extend(map(to_ids.__getitem__, tokens))
+            raw_len[k] = len(tokens)
+        term = np.array(ids, dtype=np.int64)
+        del ids
+        local_doc = np.repeat(np.arange(len(batch), dtype=np.int64), raw_len)
+        if tokenizer != "plain":  # stop words out
+            kept = term >= 0
+            term, local_doc = term[kept], local_doc[kept]
+        doc_len[start:start + len(batch)] = np.bincount(local_doc, minlength=len(batch))
+        # One (chunk, term) key per token; unique keys with their counts are the term frequencies.
+        keys, tf = np.unique((local_doc << 32) | term, return_counts=True)
+        parts_doc.append((keys >> 32).astype(np.int32) + start)
+        parts_term.append((keys & 0xFFFFFFFF).astype(np.int32))
+        parts_tf.append(tf.astype(np.int32))
+    vocab.default_factory = None
+    empty = np.zeros(0, dtype=np.int32)
+    return (vocab, doc_len, np.concatenate(parts_doc or [empty]), np.concatenate(parts_term or [empty]),
+            np.concatenate(parts_tf or [empty]))
 
 
 class BM25Index:
@@ -39,6 +106,8 @@ class BM25Index:
     """
 
     def __init__(self, chunks: Sequence[Chunk], tokenizer: str = "plain") -> None:
+        if tokenizer not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer {tokenizer!r}: use one of {TOKENIZERS}.")
         self._chunks = list(chunks)
         self.tokenizer = tokenizer
         self._vocab: dict[str, int] = {}
@@ -47,32 +116,11 @@ class BM25Index:
         n_docs = len(self._chunks)
         if not n_docs:
             return
-        # Term ids in order of first appearance: the order rank_bm25's document-frequency dict is filled in,
-        # so the average idf below is summed in its order.
-        vocab: defaultdict[str, int] = defaultdict(itertools.count().__next__)
-        doc_len = np.zeros(n_docs, dtype=np.int64)
-        parts_doc, parts_term, parts_tf = [], [], []
-        for start in range(0, n_docs, _BUILD_BATCH):
-            batch = [analyze(c.indexed_text, tokenizer, c.lang) for c in self._chunks[start:start + _BUILD_BATCH]]
-            lengths = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-            doc_len[start:start + len(batch)] = lengths
-            term = np.fromiter(map(vocab.__getitem__, itertools.chain.from_iterable(batch)), dtype=np.int64,
-                               count=int(lengths.sum()))
-            local_doc = np.repeat(np.arange(len(batch), dtype=np.int64), lengths)
-            # One (chunk, term) key per token; unique keys with their counts are the term frequencies.
-            keys, tf = np.unique((local_doc << 32) | term, return_counts=True)
-            parts_doc.append((keys >> 32).astype(np.int32) + start)
-            parts_term.append((keys & 0xFFFFFFFF).astype(np.int32))
-            parts_tf.append(tf.astype(np.int32))
-        vocab.default_factory = None
+        vocab, doc_len, doc, term, tf = _postings(self._chunks, tokenizer)
         total_len = int(doc_len.sum())
         if not total_len:  # rank_bm25 divides by the average length: an all-empty corpus has nothing to score
             return
         self._vocab = vocab
-        doc = np.concatenate(parts_doc)
-        term = np.concatenate(parts_term)
-        tf = np.concatenate(parts_tf)
-        del parts_doc, parts_term, parts_tf
 
         # rank_bm25's _calc_idf, term by term in its order, with math.log as it does.
         n_terms = len(vocab)
@@ -85,14 +133,21 @@ class BM25Index:
         idf = np.array(idf_list, dtype=np.float64)
         idf[idf < 0] = eps
 
-        # rank_bm25's get_scores term, elementwise in its operation order:
-        # idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))).
+        # rank_bm25's get_scores term, elementwise with its operations (IEEE + and * commute exactly):
+        # idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))); in slices, so no temporary is corpus-sized.
         avgdl = total_len / n_docs
         norm = K1 * (1 - B + B * doc_len / avgdl)
-        tf_f = tf.astype(np.float64)
+        data = np.empty(len(tf), dtype=np.float64)
+        for lo in range(0, len(tf), 1 << 22):
+            hi = lo + (1 << 22)
+            tf_f = tf[lo:hi].astype(np.float64)
+            denom = norm[doc[lo:hi]]
+            denom += tf_f
+            tf_f *= K1 + 1
+            tf_f /= denom
+            tf_f *= idf[term[lo:hi]]
+            data[lo:hi] = tf_f
         del tf
-        data = idf[term] * (tf_f * (K1 + 1) / (tf_f + norm[doc]))
-        del tf_f
 
         from scipy.sparse import csc_matrix
 
@@ -112,6 +167,11 @@ class BM25Index:
 
     def __len__(self) -> int:
         return 0 if self._empty else len(self._chunks)
+
+    @property
+    def vocabulary_size(self) -> int:
+        """How many distinct terms the index holds."""
+        return len(self._vocab)
 
     def query_terms(self, query: str) -> list[str]:
         """The terms BM25 looks up for ``query``."""
@@ -135,17 +195,17 @@ class BM25Index:
         # An unknown term adds 0 to every chunk in rank_bm25: skipping it changes no score.
         return [col for col in map(self._vocab.get, terms) if col is not None]
 
-    def _accumulate(self, cols: Sequence[int]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The score of every chunk and the postings (chunk positions) of each column."""
+    def _accumulate(self, cols: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The score of every chunk, and the chunks the columns' postings touch (with repeats)."""
         indptr, indices, data = self._indptr, self._indices, self._data
-        score = np.zeros(len(self._chunks), dtype=np.float64)
-        postings = []
-        for col in cols:  # in query order, a repeated term again: the order rank_bm25 adds them in
-            lo, hi = indptr[col], indptr[col + 1]
-            rows = indices[lo:hi]
-            score[rows] += data[lo:hi]  # rows are distinct within a column, so this is one addition per chunk
-            postings.append(rows)
-        return score, postings
+        if not cols:
+            return np.zeros(len(self._chunks), dtype=np.float64), indices[:0]
+        spans = [(indptr[col], indptr[col + 1]) for col in cols]
+        rows = np.concatenate([indices[lo:hi] for lo, hi in spans])
+        weights = np.concatenate([data[lo:hi] for lo, hi in spans])
+        # bincount adds the weights one by one in input order, from 0.0: each chunk's terms are summed in query
+        # order, a repeated term again, as rank_bm25's loop over the query does, so the sums are bit for bit its own.
+        return np.bincount(rows, weights=weights, minlength=len(self._chunks)), rows
 
     def search(self, query: str, depth: int) -> list[Hit]:
         """The ``depth`` best chunks with a positive BM25 score (a chunk sharing no term is not a match)."""
@@ -155,9 +215,9 @@ class BM25Index:
         if not cols:
             return []
         n_docs = len(self._chunks)
-        score, postings = self._accumulate(cols)
-        if sum(len(rows) for rows in postings) * 16 < n_docs:
-            touched = np.unique(np.concatenate(postings))
+        score, rows = self._accumulate(cols)
+        if len(rows) * 16 < n_docs:  # few postings: look only at the chunks they touch
+            touched = np.unique(rows)
             cand = touched[score[touched] > 0]
         else:  # the postings cover much of the corpus: one pass over the scores is cheaper than sorting them
             cand = np.flatnonzero(score > 0)

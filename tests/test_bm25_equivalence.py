@@ -44,14 +44,16 @@ def assert_equivalent(chunks: Sequence[Chunk], tokenizer: str, queries: Sequence
         assert index.empty and len(index) == 0
         assert all(index.search(q, d) == [] for q in queries for d in depths)
         return
-    assert not index.empty and len(index) == len(chunks)
+    assert not index.empty and len(index) == len(chunks) and index.vocabulary_size == len(ref.idf)
+    # Every term alone: its document frequency, and its score in every chunk (so every tf and chunk length).
     for term in ref.idf:
         assert index.document_frequency(term) == sum(1 for doc in ref.doc_freqs if term in doc), term
+        assert np.array_equal(index.scores([term]), ref.get_scores([term])), term
     for query in queries:
         terms = index.query_terms(query)
         expected = np.asarray(ref.get_scores(terms), dtype=np.float64)
         got = index.scores(terms)
-        assert got.shape == expected.shape
+        assert got.shape == expected.shape and got.dtype == np.float64
         assert np.max(np.abs(got - expected), initial=0.0) <= TOLERANCE, (query, terms)
         for depth in depths:
             hits = index.search(query, depth)
@@ -79,6 +81,23 @@ def corpora(draw) -> list[Chunk]:
             for cid, text in zip(ids, texts, strict=True)]
 
 
+# Text the analyzers must split exactly as ``analyze`` does: case, punctuation, underscores, accents, non-Latin
+# digits, stop words and inflections in three languages, in ASCII and non-ASCII chunks, with titles.
+PIECES = ["Alpha", "ALPHA", "alpha", "GS-40", "e_07", "500mg", "olvidé", "Dosis", "ação", "Ñandú", "٣٤", "the", "de",
+          "não", "running", "runs", "ran", "tomando", "tomar", "x", "ǅemal", "İstanbul", "ﬁle", "\u00a0", "—", ",", "."]
+SEPARATORS = st.sampled_from([" ", "\n", ", ", "_", "/", "\t"])
+TEXT = st.lists(st.tuples(st.sampled_from(PIECES), SEPARATORS), max_size=14).map(
+    lambda parts: "".join(word + sep for word, sep in parts))
+
+
+@st.composite
+def mixed_corpora(draw) -> list[Chunk]:
+    n = draw(st.integers(1, 12))
+    return [Chunk(chunk_id=f"m{k}#0", parent_id=f"m{k}", title=draw(st.sampled_from(["", "Alpha pen", "Olvidé"])),
+                  lang=draw(st.sampled_from(["en", "es", "pt", "es-419", "pt-BR", "fr"])), text=draw(TEXT))
+            for k in range(n)]
+
+
 ALL_SHARED = [Chunk(chunk_id=f"d{n}#0", parent_id=f"d{n}", title="", lang="en", text=t)
               for n, t in enumerate(["alpha beta", "alpha alpha gamma", "alpha delta", "", "beta beta"])]
 
@@ -95,6 +114,13 @@ def test_random_corpora_score_and_rank_like_rank_bm25(chunks, queries, depth):
 @settings(max_examples=60, deadline=None)
 def test_random_corpora_snowball(chunks, queries):
     assert_equivalent(chunks, "snowball", queries, depths=(3, len(chunks)))
+
+
+@given(chunks=mixed_corpora(), queries=st.lists(TEXT, min_size=1, max_size=3),
+       tokenizer=st.sampled_from(["plain", "snowball"]))
+@settings(max_examples=150, deadline=None)
+def test_mixed_text_is_analysed_like_analyze(chunks, queries, tokenizer):
+    assert_equivalent(chunks, tokenizer, queries, depths=(2, len(chunks)))
 
 
 def test_epsilon_floor_and_repeated_terms_by_the_formula():
