@@ -1,0 +1,449 @@
+"""The no-match decision with its evidence: refuse a turn the cards cannot answer, and say which test failed.
+
+A cosine threshold alone cannot tell an unrelated turn from a paraphrase: with bge-small, "hello" or a question
+about mortgages reaches cosines of 0.55-0.65 against medication cards, as high as some real questions. This module
+combines the evidence a turn leaves behind into one explainable decision:
+
+- **vocabulary** (needs only the chunk texts): at least one of the turn's words occurs in some card, and no
+  identifier in the turn is an unknown member of a family the cards use (``GS-90`` when the cards know ``GS-40``
+  and ``GS-60``). These two tests refuse gibberish, chit-chat and invented model numbers or error codes.
+- **cross-encoder** (when the reranker ran): the best logit among the top_k cards. Below ``min_cross_encoder``
+  the turn is still answered when the cosine is high *and* the top card shares a word with the turn (a
+  paraphrase the MS MARCO cross-encoder misjudges), otherwise refused.
+- **without the cross-encoder**: ``rrf_only`` falls back to the cosine with lexical support (a word of the turn
+  in the top card) or the branches' agreement; ``dense_only`` to the cosine; ``bm25_only`` without its reranker
+  to lexical support alone. The vocabulary tests apply at every level. The decision lists the evidence that
+  was unavailable and why.
+
+The thresholds were chosen on the shipped answerable turns and the out-of-domain dev split
+(``scripts/tune_refusal.py``; corpus/README.md describes the splits). Pure functions, no model imports.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from retrieval.tokenize import STOPWORDS, tokenize
+
+# Defaults for bge-small-en-v1.5 + ms-marco-MiniLM-L-12-v2, chosen by scripts/tune_refusal.py on the dev split:
+# most dev turns refused with at most 1 of the 61 answerable turns refused, also one grid step stricter.
+DEFAULT_MIN_CROSS_ENCODER = -3.25
+DEFAULT_MIN_RESCUE_COSINE = 0.64
+DEFAULT_MIN_FALLBACK_COSINE = 0.59
+DEFAULT_MIN_DENSE_ONLY_COSINE = 0.59
+DEFAULT_MIN_KNOWN_WORDS = 1
+DEFAULT_MIN_MATCHED_WORDS = 1
+AGREEMENT_DEPTH = 10
+
+# An identifier: letters then digits (GS-40, E-07, Err-4, F2, T112, A-15) or digits then a few letters (31G).
+IDENTIFIER = re.compile(r"\b(?:[A-Za-z]{1,6}-?\d{1,5}[A-Za-z]?|\d{1,5}-?[A-Za-z]{1,3})\b")
+# Digits followed by these are quantities, times or ordinals (5mg, 3pm, 2nd), not identifiers.
+_NOT_IDENTIFIER_SUFFIX = frozenset(
+    "mg mcg ug g kg ml l iu u am pm h hr hrs min mins s sec st nd rd th x k m cm mm km yo yr yrs c f d w".split())
+_ALL_STOPWORDS = frozenset().union(*STOPWORDS.values())
+
+
+# --------------------------------------------------------------------------------------------------- vocabulary
+def content_words(text: str) -> list[str]:
+    """The turn's words that carry content: plain tokens, minus the en/es/pt stop words, first occurrence kept.
+
+    Plain tokens (no stemming) so that a brand or code matches across languages (a Spanish turn naming
+    ``Lipoquell`` matches the English card's ``Lipoquell``).
+    """
+    return [w for w in dict.fromkeys(tokenize(text)) if w not in _ALL_STOPWORDS]
+
+
+def _norm_identifier(raw: str) -> tuple[str, str]:
+    """``GS-040`` -> ``("gs40", "gs")``: letters and numbers without separators or leading zeros, and its family.
+
+    The family is the letter prefix (``gs``, ``e``, ``err``) or, for digits-then-letters (``31G``), the suffix.
+    """
+    parts = re.findall(r"[a-z]+|\d+", raw.lower())
+    parts = [str(int(p)) if p.isdigit() else p for p in parts]
+    family = parts[0] if parts and not parts[0].isdigit() else (parts[-1] if parts else "")
+    return "".join(parts), family
+
+
+def identifiers(text: str) -> list[tuple[str, str, str]]:
+    """``(as written, normalised, family)`` for every identifier-like token of ``text`` (quantities excluded)."""
+    out = []
+    for m in IDENTIFIER.finditer(text):
+        raw = m.group()
+        letters = re.sub(r"[^a-z]", "", raw.lower())
+        if raw[0].isdigit() and letters in _NOT_IDENTIFIER_SUFFIX:
+            continue
+        norm, family = _norm_identifier(raw)
+        out.append((raw, norm, family))
+    return out
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What the chunk texts contain: document frequency of each plain word, and the identifiers per family.
+
+    Build once per corpus with ``Vocabulary.from_texts`` (the same texts BM25 and the embedder index).
+    """
+
+    n_docs: int
+    df: Mapping[str, int]
+    identifiers: frozenset[str]
+    families: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> Vocabulary:
+        df: Counter[str] = Counter()
+        ids: set[str] = set()
+        families: dict[str, dict[str, None]] = {}
+        n = 0
+        for text in texts:
+            n += 1
+            df.update(set(tokenize(text)))
+            for raw, norm, family in identifiers(text):
+                ids.add(norm)
+                families.setdefault(family, {}).setdefault(raw.upper(), None)
+        return cls(n_docs=n, df=dict(df), identifiers=frozenset(ids),
+                   families={f: tuple(sorted(v)) for f, v in families.items()})
+
+    def idf(self, word: str) -> float:
+        """``ln(1 + (N - df + 0.5) / (df + 0.5))``, BM25's idf kept positive (Lucene's form)."""
+        df = self.df.get(word, 0)
+        return math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5))
+
+
+# ----------------------------------------------------------------------------------------------------- evidence
+@dataclass(frozen=True)
+class LexicalEvidence:
+    """The turn's words against the corpus vocabulary and against the top candidate's text."""
+
+    words: tuple[str, ...]
+    known: tuple[str, ...]
+    matched: tuple[str, ...]
+    matched_idf: tuple[float, ...] = ()
+    unknown_identifiers: tuple[str, ...] = ()
+    known_family_members: tuple[str, ...] = ()
+
+    @property
+    def max_matched_idf(self) -> float:
+        return max(self.matched_idf, default=0.0)
+
+    @property
+    def fraction_matched(self) -> float:
+        return len(self.matched) / len(self.words) if self.words else 0.0
+
+
+def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) -> LexicalEvidence:
+    """Lexical evidence for ``turn`` given the text of its top candidate (None when there is no candidate)."""
+    words = content_words(turn)
+    top = set(tokenize(top_text)) if top_text else set()
+    known = tuple(w for w in words if vocabulary.df.get(w, 0) > 0)
+    matched = tuple(w for w in words if w in top)
+    unknown, siblings = [], []
+    for raw, norm, family in identifiers(turn):
+        if norm not in vocabulary.identifiers and family in vocabulary.families:
+            unknown.append(raw)
+            siblings.extend(m for m in vocabulary.families[family] if m not in siblings)
+    return LexicalEvidence(words=tuple(words), known=known, matched=matched,
+                           matched_idf=tuple(vocabulary.idf(w) for w in matched),
+                           unknown_identifiers=tuple(unknown), known_family_members=tuple(siblings[:6]))
+
+
+@dataclass(frozen=True)
+class AgreementEvidence:
+    """Whether the two branches point at the same cards: overlap of their top ``depth`` cards, and whether the
+    top candidate is in both."""
+
+    overlap: int
+    depth: int
+    top_in_both: bool
+
+
+def agreement_evidence(bm25_parents: Sequence[str], dense_parents: Sequence[str], top_parent: str | None,
+                       depth: int = AGREEMENT_DEPTH) -> AgreementEvidence:
+    """Agreement from each branch's card ids, best first (duplicates are dropped, keeping the first)."""
+    bm25 = list(dict.fromkeys(bm25_parents))[:depth]
+    dense = list(dict.fromkeys(dense_parents))[:depth]
+    return AgreementEvidence(overlap=len(set(bm25) & set(dense)), depth=depth,
+                             top_in_both=top_parent is not None and top_parent in bm25 and top_parent in dense)
+
+
+@dataclass(frozen=True)
+class RefusalEvidence:
+    """Everything the rule may use for one turn. A missing piece is None, with why in ``missing``.
+
+    Attributes:
+        level: the level the pipeline reached before this decision (``full``, ``rrf_only``, ``dense_only``,
+            ``bm25_only``).
+        best_cross_encoder: the highest cross-encoder logit among the top_k cards (None: the reranker did not run).
+        best_cosine: the highest turn-chunk cosine among the top_k cards (None: no embeddings).
+        lexical: vocabulary evidence (None: no vocabulary).
+        agreement: branch agreement (None: only one branch ran).
+        missing: evidence name -> why it is unavailable, e.g. ``{"cross-encoder": "reranker load failure"}``.
+    """
+
+    level: str
+    best_cross_encoder: float | None = None
+    best_cosine: float | None = None
+    lexical: LexicalEvidence | None = None
+    agreement: AgreementEvidence | None = None
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of the top_k cards the turn would be answered with (best sub-chunk of its card), best first."""
+
+    parent_id: str
+    chunk_id: str
+    text: str
+    cosine: float | None = None
+    cross_encoder: float | None = None
+
+
+def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: Vocabulary | None,
+           bm25_parents: Sequence[str] | None = None, dense_parents: Sequence[str] | None = None,
+           missing: Mapping[str, str] | None = None) -> RefusalEvidence:
+    """The evidence for one turn from its top_k candidates (best first) and each branch's card ids (None when
+    that branch did not run). ``missing`` says why a piece is unavailable (e.g. why the reranker did not run)."""
+    missing = dict(missing or {})
+    logits = [c.cross_encoder for c in candidates if c.cross_encoder is not None]
+    cosines = [c.cosine for c in candidates if c.cosine is not None]
+    top = candidates[0] if candidates else None
+    lexical = lexical_evidence(turn, top.text if top else None, vocabulary) if vocabulary is not None else None
+    agreement = None
+    if bm25_parents is not None and dense_parents is not None:
+        agreement = agreement_evidence(bm25_parents, dense_parents, top.parent_id if top else None)
+    return RefusalEvidence(level=level, best_cross_encoder=max(logits) if logits else None,
+                           best_cosine=max(cosines) if cosines else None, lexical=lexical, agreement=agreement,
+                           missing=missing)
+
+
+# ----------------------------------------------------------------------------------------------------- decision
+@dataclass(frozen=True)
+class RefusalThresholds:
+    """The rule's thresholds (future Settings fields; the defaults are the module constants).
+
+    Attributes:
+        min_cross_encoder: a best cross-encoder logit at or above this answers the turn.
+        min_rescue_cosine: below ``min_cross_encoder``, a cosine at or above this (with lexical support) still
+            answers: the cross-encoder misjudges casual paraphrases.
+        min_fallback_cosine: without the cross-encoder (``rrf_only``), the cosine the turn needs, with lexical
+            support or the branches' agreement.
+        min_dense_only_cosine: the cosine a ``dense_only`` turn needs.
+        min_known_words: turn words that must occur somewhere in the cards.
+        min_matched_words: turn words that must occur in the top card for "lexical support".
+    """
+
+    min_cross_encoder: float = DEFAULT_MIN_CROSS_ENCODER
+    min_rescue_cosine: float = DEFAULT_MIN_RESCUE_COSINE
+    min_fallback_cosine: float = DEFAULT_MIN_FALLBACK_COSINE
+    min_dense_only_cosine: float = DEFAULT_MIN_DENSE_ONLY_COSINE
+    min_known_words: int = DEFAULT_MIN_KNOWN_WORDS
+    min_matched_words: int = DEFAULT_MIN_MATCHED_WORDS
+
+    def __post_init__(self) -> None:
+        for name in ("min_cross_encoder", "min_rescue_cosine", "min_fallback_cosine", "min_dense_only_cosine"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}.")
+        for name in ("min_known_words", "min_matched_words"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}.")
+
+
+DEFAULT_THRESHOLDS = RefusalThresholds()
+
+
+@dataclass(frozen=True)
+class RefusalTest:
+    """One test of the rule: its value, threshold, outcome, and a sentence saying so."""
+
+    name: str
+    value: float | None
+    threshold: float
+    passed: bool
+    sentence: str
+
+
+@dataclass(frozen=True)
+class RefusalDecision:
+    """Refuse or answer, with every test that was run and the evidence that was unavailable.
+
+    ``reason`` is one sentence for a badge: the first failing test when refused, what carried the turn when not.
+    """
+
+    refused: bool
+    rule: str
+    tests: tuple[RefusalTest, ...]
+    unavailable: tuple[str, ...]
+    reason: str
+
+    @property
+    def failed(self) -> tuple[RefusalTest, ...]:
+        return tuple(t for t in self.tests if not t.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _num(x: float, decimals: int = 2) -> str:
+    """``-3.0``, ``-7.23``, ``-2.75``: two decimals, trailing zeros dropped down to one."""
+    text = f"{x:.{decimals}f}"
+    while text.endswith("0") and len(text.split(".")[1]) > 1:
+        text = text[:-1]
+    return text
+
+
+def _compare(value: float, threshold: float, passed: bool, decimals: int = 2) -> str:
+    """``value >= threshold`` or ``value < threshold``, with enough decimals that the printed numbers agree."""
+    limit = _num(threshold, decimals)
+    for more in range(decimals, decimals + 5):
+        shown = _num(value, more)
+        if (float(shown) >= threshold) == passed and (shown != limit or value == threshold):
+            break
+    return f"{shown} {'>=' if passed else '<'} {limit}"
+
+
+def _quote(words: Sequence[str], limit: int = 4) -> str:
+    shown = ", ".join(f"'{w}'" for w in words[:limit])
+    return shown + (f" and {len(words) - limit} more" if len(words) > limit else "")
+
+
+def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[RefusalTest]:
+    n_known = len(lex.known)
+    if not lex.words:
+        known_sentence = "the turn has no word to search for (only stop words, punctuation or single letters)"
+    elif n_known >= t.min_known_words:
+        known_sentence = f"{n_known} of the turn's {len(lex.words)} words occur in the cards ({_quote(lex.known)})"
+    else:
+        known_sentence = (f"{n_known} of the turn's words occur in the cards, fewer than {t.min_known_words} "
+                          f"(not found: {_quote(lex.words)})")
+    tests = [RefusalTest("known words", float(n_known), float(t.min_known_words), n_known >= t.min_known_words,
+                         known_sentence)]
+    unknown = lex.unknown_identifiers
+    if unknown:
+        sentence = (f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the cards "
+                    f"(they know {', '.join(lex.known_family_members)})")
+    else:
+        sentence = "no unknown model number or code in the turn"
+    tests.append(RefusalTest("unknown identifiers", float(len(unknown)), 0.0, not unknown, sentence))
+    return tests
+
+
+def _matched_test(lex: LexicalEvidence, t: RefusalThresholds) -> RefusalTest:
+    n = len(lex.matched)
+    passed = n >= t.min_matched_words
+    if n:
+        best = max(zip(lex.matched_idf, lex.matched))[1] if lex.matched_idf else lex.matched[0]
+        sentence = f"{n} of the turn's words in the top card ({_quote(lex.matched)}; rarest '{best}')"
+    else:
+        sentence = "no word of the turn occurs in the top card"
+    if not passed and n:
+        sentence += f", fewer than {t.min_matched_words}"
+    return RefusalTest("lexical support", float(n), float(t.min_matched_words), passed, sentence)
+
+
+def _cosine_test(name: str, cosine: float, threshold: float) -> RefusalTest:
+    passed = cosine >= threshold
+    return RefusalTest(name, cosine, threshold, passed, f"best cosine {_compare(cosine, threshold, passed, 3)}")
+
+
+def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_THRESHOLDS) -> RefusalDecision:
+    """Refuse or answer one turn from its evidence; every test run is in the decision, with its numbers.
+
+    The rule, by the evidence available:
+
+    1. vocabulary (whenever ``lexical`` is given): refuse if fewer than ``min_known_words`` of the turn's words
+       occur in any card, or the turn names an unknown identifier of a family the cards use.
+    2. cross-encoder ran (``full``, ``bm25_only``): answer if its best logit >= ``min_cross_encoder``; otherwise
+       answer only if the best cosine >= ``min_rescue_cosine`` and the top card shares a word with the turn.
+    3. no cross-encoder, both branches (``rrf_only``): answer if the best cosine >= ``min_fallback_cosine`` and the
+       top card shares a word with the turn or is in both branches' top ``AGREEMENT_DEPTH``.
+    4. no cross-encoder, one branch with a cosine (``dense_only``): answer if the best cosine >=
+       ``min_dense_only_cosine``.
+    5. neither a cross-encoder score nor a cosine (``bm25_only`` with the reranker down): lexical support alone.
+    """
+    t = thresholds
+    ev = evidence
+    tests: list[RefusalTest] = []
+    unavailable: list[str] = []
+    lex = ev.lexical
+
+    def note(name: str, consequence: str) -> None:
+        why = ev.missing.get(name, "")
+        unavailable.append(f"{name} unavailable{f' ({why})' if why else ''}: {consequence}")
+
+    if lex is None:
+        note("vocabulary", "gibberish and unknown codes are judged by the scores alone")
+    else:
+        tests.extend(_vocabulary_tests(lex, t))
+    vocabulary_ok = all(test.passed for test in tests)
+
+    ce, cos = ev.best_cross_encoder, ev.best_cosine
+    if ce is not None:
+        rule = "cross-encoder"
+        ce_ok = ce >= t.min_cross_encoder
+        tests.append(RefusalTest("cross-encoder", ce, t.min_cross_encoder, ce_ok,
+                                 f"best cross-encoder score {_compare(ce, t.min_cross_encoder, ce_ok, 1)}"))
+        if cos is None:
+            note("cosine", "a low cross-encoder score cannot be rescued by the cosine")
+        rescued = False
+        if not ce_ok and cos is not None:
+            rule = "cross-encoder, rescued by cosine and lexical support"
+            rescue = [_cosine_test("cosine rescue", cos, t.min_rescue_cosine)]
+            if lex is not None:
+                rescue.append(_matched_test(lex, t))
+            tests.extend(rescue)
+            rescued = all(x.passed for x in rescue)
+        answered = vocabulary_ok and (ce_ok or rescued)
+    elif cos is not None and ev.agreement is not None:
+        rule = "cosine + lexical support or branch agreement (no cross-encoder)"
+        note("cross-encoder", "using cosine, lexical and agreement evidence only")
+        cos_test = _cosine_test("cosine", cos, t.min_fallback_cosine)
+        tests.append(cos_test)
+        agree = ev.agreement
+        agree_test = RefusalTest(
+            "branch agreement", float(agree.top_in_both), 1.0, agree.top_in_both,
+            f"the top card is {'in both' if agree.top_in_both else 'not in both'} branches' top {agree.depth} "
+            f"({agree.overlap} cards shared)")
+        support = [agree_test]
+        if lex is not None:
+            support.insert(0, _matched_test(lex, t))
+        tests.extend(support)
+        answered = vocabulary_ok and cos_test.passed and any(s.passed for s in support)
+    elif cos is not None:
+        rule = "cosine (dense only)"
+        note("cross-encoder", "using cosine evidence only")
+        if ev.agreement is None:
+            note("branch agreement", "only one branch ran")
+        cos_test = _cosine_test("cosine", cos, t.min_dense_only_cosine)
+        tests.append(cos_test)
+        answered = vocabulary_ok and cos_test.passed
+    else:
+        rule = "lexical support only (no cross-encoder, no cosine)"
+        note("cross-encoder", "no model score to judge the turn")
+        note("cosine", "no model score to judge the turn")
+        if lex is None:
+            tests.append(RefusalTest("any evidence", None, 1.0, False, "no evidence at all to judge the turn"))
+            answered = False
+        else:
+            matched = _matched_test(lex, t)
+            tests.append(matched)
+            answered = vocabulary_ok and matched.passed
+
+    failed = [x for x in tests if not x.passed]
+    if not answered:
+        # The first failure that decided it: a vocabulary gate, else the score test and what could not rescue it.
+        reason = failed[0].sentence
+        if len(failed) > 1 and failed[0].name not in {"known words", "unknown identifiers"}:
+            reason += "; " + "; ".join(x.sentence for x in failed[1:])
+    else:
+        carried = [x for x in tests if x.passed and x.name not in {"known words", "unknown identifiers"}]
+        reason = "; ".join(x.sentence for x in carried) or "all tests passed"
+    return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
+                           reason=reason)

@@ -1,0 +1,269 @@
+"""The refusal rule: each branch of the rule on hand-made evidence, its messages and boundaries, and the real
+pipeline on the shipped corpus (gibberish and chit-chat refused, answerable turns answered)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from retrieval.refusal import (
+    DEFAULT_THRESHOLDS,
+    AgreementEvidence,
+    Candidate,
+    RefusalEvidence,
+    RefusalThresholds,
+    Vocabulary,
+    agreement_evidence,
+    content_words,
+    decide,
+    gather,
+    identifiers,
+    lexical_evidence,
+)
+
+TEXTS = [
+    "GlucoSense GS-40: error E-07\nThe strip was used or inserted upside down.",
+    "GlucoSense GS-60: error E-07\nThe meter does not recognise the strips.",
+    "PillPal PP-200 dispenser\nAlarm A-15 means the carousel is jammed.",
+    "Storing insulin\nKeep unopened insulin pens in the refrigerator.",
+]
+VOCAB = Vocabulary.from_texts(TEXTS)
+T = RefusalThresholds(min_cross_encoder=-3.0, min_rescue_cosine=0.65, min_fallback_cosine=0.6,
+                      min_dense_only_cosine=0.6)
+
+
+def lex(turn: str, top: int | None = 0) -> object:
+    return lexical_evidence(turn, TEXTS[top] if top is not None else None, VOCAB)
+
+
+def agree(top_in_both: bool) -> AgreementEvidence:
+    return AgreementEvidence(overlap=3 if top_in_both else 0, depth=10, top_in_both=top_in_both)
+
+
+# ------------------------------------------------------------------------------------------------ vocabulary
+def test_vocabulary_counts_documents_and_identifier_families():
+    assert VOCAB.n_docs == 4
+    assert VOCAB.df["glucosense"] == 2 and VOCAB.df["insulin"] == 1 and "hello" not in VOCAB.df
+    assert {"gs40", "gs60", "e7", "pp200", "a15"} <= VOCAB.identifiers
+    assert VOCAB.families["gs"] == ("GS-40", "GS-60")
+    assert VOCAB.families["e"] == ("E-07",)
+    assert VOCAB.idf("insulin") == pytest.approx(math.log(1 + (4 - 1 + 0.5) / (1 + 0.5)))
+    assert VOCAB.idf("never-seen") == pytest.approx(math.log(1 + 4.5 / 0.5))
+
+
+def test_identifiers_are_normalised_and_quantities_are_not_identifiers():
+    assert [n for _, n, _ in identifiers("GS-40 E-07 e7 E07 Err-4 T112")] == ["gs40", "e7", "e7", "e7", "err4", "t112"]
+    assert [f for _, _, f in identifiers("GS-40 E-07 12AB")] == ["gs", "e", "ab"]
+    assert identifiers("Vasquora 5mg at 3pm, my 2nd dose, 500 mg") == []
+
+
+def test_content_words_drop_stop_words_of_every_language_and_keep_brands():
+    assert content_words("¿Puedo tomar jugo de toronja con Lipoquell?") == ["puedo", "tomar", "jugo", "toronja",
+                                                                          "lipoquell"]
+    assert content_words("who are you?") == []
+    assert content_words("?") == []
+
+
+def test_lexical_evidence_known_matched_and_unknown_identifiers():
+    ev = lex("GlucoSense GS-90 error E-77 on my meter", top=0)
+    assert ev.words == ("glucosense", "gs", "90", "error", "77", "meter")  # "e" is a stop word (es, pt: "and")
+    assert ev.known == ("glucosense", "gs", "error", "meter")
+    assert ev.matched == ("glucosense", "gs", "error")
+    assert ev.unknown_identifiers == ("GS-90", "E-77")
+    assert ev.known_family_members == ("GS-40", "GS-60", "E-07")
+    assert ev.fraction_matched == pytest.approx(3 / 6)
+    assert ev.max_matched_idf == pytest.approx(math.log(1 + 2.5 / 2.5))  # each matched word is in 2 of 4 docs
+    # A family the cards never use is not judged: VP-3 could be anything.
+    assert lex("VitaPump VP-3 alarm").unknown_identifiers == ()
+    # Known identifiers, written differently, are known.
+    assert lex("gs40 e7").unknown_identifiers == ()
+    assert lex("hello", top=None).matched == ()
+
+
+def test_agreement_counts_distinct_cards_in_each_top():
+    a = agreement_evidence(["a", "a", "b", "c"], ["c", "b", "d"], "b", depth=2)
+    assert (a.overlap, a.depth, a.top_in_both) == (1, 2, True)  # tops [a, b] and [c, b]
+    a = agreement_evidence(["a", "a", "b", "c"], ["c", "d", "b"], "b", depth=2)
+    assert (a.overlap, a.top_in_both) == (0, False)  # tops [a, b] and [c, d]: b is third in dense
+    a = agreement_evidence(["a", "b"], ["c", "d"], "a", depth=2)
+    assert (a.overlap, a.top_in_both) == (0, False)
+    assert agreement_evidence([], [], None).top_in_both is False
+
+
+def test_gather_takes_best_scores_and_drops_agreement_without_both_branches():
+    cands = [Candidate("p1", "p1#0", TEXTS[0], cosine=0.61, cross_encoder=None),
+             Candidate("p2", "p2#0", TEXTS[1], cosine=0.70, cross_encoder=-4.0),
+             Candidate("p3", "p3#0", TEXTS[2], cosine=None, cross_encoder=2.5)]
+    ev = gather("GS-40 E-07", "full", cands, VOCAB, ["p1", "p2"], ["p2", "p1"])
+    assert (ev.best_cross_encoder, ev.best_cosine) == (2.5, 0.70)
+    assert ev.lexical.matched == ("gs", "40", "07")  # matched against the top candidate's text (p1)
+    assert ev.agreement.top_in_both is True
+    ev = gather("GS-40", "dense_only", cands[:1], VOCAB, None, ["p1"])
+    assert ev.agreement is None and ev.best_cross_encoder is None
+    assert gather("x", "full", [], None).lexical is None
+
+
+# --------------------------------------------------------------------------------------------- the rule
+def test_cross_encoder_above_threshold_answers():
+    d = decide(RefusalEvidence("full", best_cross_encoder=6.9, best_cosine=0.64, lexical=lex("GS-40 error E-07")), T)
+    assert not d.refused
+    assert d.rule == "cross-encoder"
+    assert [t.name for t in d.tests] == ["known words", "unknown identifiers", "cross-encoder"]
+    assert d.reason == "best cross-encoder score 6.9 >= -3.0"
+    assert d.unavailable == ()
+
+
+def test_low_cross_encoder_refuses_and_says_which_tests_failed():
+    d = decide(RefusalEvidence("full", best_cross_encoder=-7.2, best_cosine=0.58, lexical=lex("meter beeps", 1)), T)
+    assert d.refused
+    assert d.reason.startswith("best cross-encoder score -7.2 < -3.0; best cosine 0.58 < 0.65")
+    assert [t.name for t in d.failed] == ["cross-encoder", "cosine rescue"]
+    ce = d.tests[2]
+    assert (ce.value, ce.threshold, ce.passed) == (-7.2, -3.0, False)
+
+
+def test_low_cross_encoder_is_rescued_by_high_cosine_with_a_shared_word():
+    ev = RefusalEvidence("full", best_cross_encoder=-8.6, best_cosine=0.70, lexical=lex("my insulin pens", 3))
+    d = decide(ev, T)
+    assert not d.refused
+    assert d.rule == "cross-encoder, rescued by cosine and lexical support"
+    assert "best cosine 0.7 >= 0.65" in d.reason and "'insulin'" in d.reason
+
+
+def test_rescue_needs_a_word_of_the_turn_in_the_top_card():
+    ev = RefusalEvidence("full", best_cross_encoder=-8.6, best_cosine=0.70, lexical=lex("meter beeps", 3))
+    d = decide(ev, T)
+    assert d.refused
+    assert [t.name for t in d.failed] == ["cross-encoder", "lexical support"]
+    assert "no word of the turn occurs in the top card" in d.reason
+
+
+@pytest.mark.parametrize("turn, reason", [
+    ("?", "the turn has no word to search for (only stop words, punctuation or single letters)"),
+    ("hello", "0 of the turn's words occur in the cards, fewer than 1 (not found: 'hello')"),
+    ("GlucoSense GS-90 error E-77", "GS-90, E-77 are not in the cards (they know GS-40, GS-60, E-07)"),
+    ("PP-200 alarm A-99", "A-99 is not in the cards (they know A-15)"),
+])
+def test_vocabulary_tests_refuse_even_a_high_cross_encoder_score(turn, reason):
+    # "?" scores 2.6 and "GS-90 E-77" 4.9 with the real cross-encoder on the shipped cards.
+    d = decide(RefusalEvidence("full", best_cross_encoder=4.9, best_cosine=0.75, lexical=lex(turn)), T)
+    assert d.refused
+    assert d.reason == reason
+
+
+def test_rrf_only_falls_back_to_cosine_lexical_and_agreement():
+    missing = {"cross-encoder": "reranker load failure (simulated)"}
+    ev = RefusalEvidence("rrf_only", best_cosine=0.62, lexical=lex("refrigerator", 0), agreement=agree(True),
+                         missing=missing)
+    d = decide(ev, T)
+    assert not d.refused  # no shared word, but the top card is in both branches' top 10
+    assert d.rule == "cosine + lexical support or branch agreement (no cross-encoder)"
+    assert d.unavailable == ("cross-encoder unavailable (reranker load failure (simulated)): using cosine, "
+                             "lexical and agreement evidence only",)
+    assert decide(RefusalEvidence("rrf_only", best_cosine=0.62, lexical=lex("refrigerator", 0), agreement=agree(False),
+                                  missing=missing), T).refused
+    low = decide(RefusalEvidence("rrf_only", best_cosine=0.59, lexical=lex("GS-40", 0), agreement=agree(True)), T)
+    assert low.refused and low.reason == "best cosine 0.59 < 0.6"
+
+
+def test_dense_only_falls_back_to_cosine_and_says_so():
+    ev = RefusalEvidence("dense_only", best_cosine=0.61, lexical=lex("insulin", 3),
+                         missing={"cross-encoder": "no reranking on the dense-only path"})
+    d = decide(ev, T)
+    assert not d.refused and d.rule == "cosine (dense only)"
+    assert d.unavailable == ("cross-encoder unavailable (no reranking on the dense-only path): using cosine "
+                             "evidence only", "branch agreement unavailable: only one branch ran")
+    assert decide(RefusalEvidence("dense_only", best_cosine=0.599, lexical=lex("insulin", 3)), T).refused
+    # Without a vocabulary, the cosine alone decides, and the decision says what was not checked.
+    d = decide(RefusalEvidence("dense_only", best_cosine=0.61), T)
+    assert not d.refused
+    assert d.unavailable[0] == ("vocabulary unavailable: gibberish and unknown codes are judged by the "
+                                "scores alone")
+
+
+def test_bm25_only_has_no_cosine_to_rescue_a_low_cross_encoder_score():
+    d = decide(RefusalEvidence("bm25_only", best_cross_encoder=-5.0, lexical=lex("GS-40", 0),
+                               missing={"cosine": "the dense branch failed"}), T)
+    assert d.refused
+    assert "cosine unavailable (the dense branch failed): a low cross-encoder score cannot be rescued by the " \
+           "cosine" in d.unavailable
+    assert not decide(RefusalEvidence("bm25_only", best_cross_encoder=-2.0, lexical=lex("GS-40", 0)), T).refused
+
+
+def test_without_any_score_only_lexical_support_is_left():
+    d = decide(RefusalEvidence("bm25_only", lexical=lex("GS-40 strip", 0)), T)
+    assert not d.refused and d.rule == "lexical support only (no cross-encoder, no cosine)"
+    assert decide(RefusalEvidence("bm25_only", lexical=lex("insulin", 0)), T).refused
+    nothing = decide(RefusalEvidence("bm25_only"), T)
+    assert nothing.refused and nothing.reason == "no evidence at all to judge the turn"
+
+
+@pytest.mark.parametrize("ce, refused, shown", [
+    (-3.0, False, "best cross-encoder score -3.0 >= -3.0"),
+    (-3.0001, True, "best cross-encoder score -3.0001 < -3.0"),
+    (-2.96, False, "best cross-encoder score -2.96 >= -3.0"),
+])
+def test_cross_encoder_threshold_boundary_is_inclusive_and_printed_consistently(ce, refused, shown):
+    d = decide(RefusalEvidence("full", best_cross_encoder=ce, best_cosine=0.5, lexical=lex("GS-40 E-07")), T)
+    assert d.refused is refused
+    assert d.tests[2].sentence == shown
+
+
+@pytest.mark.parametrize("cos, refused", [(0.65, False), (0.6499, True)])
+def test_rescue_cosine_boundary(cos, refused):
+    d = decide(RefusalEvidence("full", best_cross_encoder=-9.0, best_cosine=cos, lexical=lex("insulin pens", 3)), T)
+    assert d.refused is refused
+    assert d.tests[3].sentence == ("best cosine 0.65 >= 0.65" if not refused else "best cosine 0.6499 < 0.65")
+
+
+def test_thresholds_are_parameters_and_validated():
+    ev = RefusalEvidence("full", best_cross_encoder=-4.0, best_cosine=0.5, lexical=lex("GS-40 E-07"))
+    assert decide(ev, T).refused
+    assert not decide(ev, RefusalThresholds(min_cross_encoder=-5.0)).refused
+    assert decide(ev).refused is decide(ev, DEFAULT_THRESHOLDS).refused
+    with pytest.raises(ValueError, match="min_cross_encoder must be a finite number"):
+        RefusalThresholds(min_cross_encoder=float("nan"))
+    with pytest.raises(ValueError, match="min_known_words must be a whole number >= 0"):
+        RefusalThresholds(min_known_words=-1)
+    with pytest.raises(ValueError, match="min_rescue_cosine"):
+        RefusalThresholds(min_rescue_cosine=True)
+
+
+def test_decision_is_json_ready():
+    d = decide(RefusalEvidence("full", best_cross_encoder=-7.2, best_cosine=0.6, lexical=lex("hello")), T)
+    data = json.loads(json.dumps(d.to_dict()))
+    assert data["refused"] is True
+    assert data["tests"][0]["name"] == "known words" and data["tests"][0]["passed"] is False
+
+
+# ------------------------------------------------------------------------------------- the real pipeline
+def _decide_real(retriever, turn: str):
+    """The rule on a real run: top_k candidates in order (MIN_SIMILARITY=-1 so nothing is cut by the cosine)."""
+    s = retriever.settings.replace(min_similarity=-1.0, rerank_timeout_ms=120_000)
+    result = retriever.retrieve(turn, s)
+    logits = {h.chunk_id: h.score for h in result.reranked}
+    cands = [Candidate(h.parent_id, h.chunk_id, retriever.by_id[h.chunk_id].indexed_text, h.similarity,
+                       logits.get(h.chunk_id)) for h in result.final]
+    vocab = getattr(retriever, "_test_vocabulary", None) or Vocabulary.from_texts(
+        c.indexed_text for c in retriever.chunks)
+    retriever._test_vocabulary = vocab
+    ev = gather(turn, result.hybrid_path, cands, vocab, [h.parent_id for h in result.bm25.hits],
+                [h.parent_id for h in result.dense.hits])
+    return result, decide(ev)
+
+
+@pytest.mark.parametrize("turn, refused", [
+    ("asdfghjkl qwertyuiop", True),
+    ("hello", True),
+    ("ok", True),
+    ("?", True),
+    ("GS-40 E-09", False),
+    ("my belly has gone lumpy where I always do my insulin", False),
+    ("Rosvarin 10 mg", False),
+])
+def test_real_pipeline_refuses_gibberish_and_chit_chat_and_answers_real_turns(shipped, turn, refused):
+    result, decision = _decide_real(shipped, turn)
+    assert result.hybrid_path == "full"  # the cross-encoder ran: its score is part of the evidence
+    assert decision.refused is refused, decision.reason
