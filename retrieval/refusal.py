@@ -445,5 +445,7 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     else:
         carried = [x for x in tests if x.passed and x.name not in {"known words", "unknown identifiers"}]
         reason = "; ".join(x.sentence for x in carried) or "all tests passed"
+        if failed:  # answered although a score test failed: say what rescued it
+            reason = f"{'; '.join(x.sentence for x in failed)}, but {reason}"
     return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
                            reason=reason)
