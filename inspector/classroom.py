@@ -1,5 +1,5 @@
 """The RRF classroom tab: editable ranked lists and a k slider, every term of the sum, and why raw scores must
-not be added. The arithmetic lives in ``retrieval.lab`` (pure functions); this module only renders it.
+not be added. The arithmetic lives in ``retrieval.evaluation.lab`` (pure functions); this module only renders it.
 
 ``build_classroom_tab()`` creates its components inside the current Gradio context (a ``gr.Tab`` opened by the
 caller). The render helpers are pure and tested on their own.
@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 
 from inspector.figures import failsafe, message_figure, plot_text
 
-from retrieval.lab import (CLASS_EXAMPLE, CLASS_K, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
-                           parse_ranking, parse_scored, score_fusions)
+from retrieval.evaluation.lab import (CLASS_EXAMPLE, CLASS_K, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
+                                      parse_ranking, parse_scored, score_fusions)
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def term_table_html(table: Mapping[str, Any]) -> str:
 
 
 def lessons_html(table: Mapping[str, Any]) -> str:
-    """The lessons of ``retrieval.lab.lessons`` as an escaped list."""
+    """The lessons of ``retrieval.evaluation.lab.lessons`` as an escaped list."""
     items = "".join(f"<li>{esc(line)}</li>" for line in table["lessons"])
     order = " &gt; ".join(f"{esc(r['doc'])} ({r['score']:.5f})" for r in table["rows"])
     return f"<div class='rrf-class'><p><b>Fused order:</b> {order}</p><ul>{items}</ul></div>"

@@ -1,7 +1,7 @@
 """The Evaluation tab: metric bars per configuration and per category, significance, refusals, the per-turn wins
 and losses of the hybrid against the best single branch, and the sweeps.
 
-The shipped labeled set runs live (through ``retrieval.evaluate.evaluate``); bigger sets (SciFact) are shown from
+The shipped labeled set runs live (through ``retrieval.evaluation.evaluate.evaluate``); bigger sets (SciFact) are shown from
 a ``report.json`` written by ``python -m retrieval eval --save-runs runs/<name>``, and the tab says which one it
 shows. ``build_evaluation_tab()`` creates its components inside the current Gradio context.
 """
@@ -20,7 +20,8 @@ import plotly.graph_objects as go
 
 from inspector.figures import failsafe, message_figure
 
-from retrieval.evaluate import BRANCHES, CONFIGS, load_report, sweep_figure
+from retrieval.evaluation.evaluate import BRANCHES, CONFIGS, load_report
+from retrieval.evaluation.sweeps import sweep_figure
 from retrieval.settings import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
@@ -247,7 +248,7 @@ def error_html(message: str) -> str:
 def live_report(configs: Sequence[str], progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """Evaluate the shipped labeled set now, with the configured settings and the process-wide retriever."""
     from retrieval.corpus import load_shipped
-    from retrieval.evaluate import evaluate
+    from retrieval.evaluation.evaluate import evaluate
     from retrieval.pipeline import get_retriever
     from retrieval.settings import Settings
 

@@ -7,6 +7,7 @@ does not change a branch list moves. Handlers never raise: a bad turn or a bad s
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
@@ -21,10 +22,11 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from inspector import figures, render
-from retrieval.context import Context, build_context
-from retrieval.pipeline import REFUSAL, HybridRetriever, QueryError, clean_query, get_retriever
+from retrieval.context import REFUSAL, Context, build_context
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
-from retrieval.settings import DEFAULT_MIN_SIMILARITY, Settings
+from retrieval.pipeline import HybridRetriever, get_retriever
+from retrieval.query import QueryError, clean_query
+from retrieval.settings import CONTROLS, DEFAULT_MIN_SIMILARITY, Settings
 from retrieval.types import RetrievalResult
 
 log = logging.getLogger(__name__)
@@ -33,22 +35,10 @@ log = logging.getLogger(__name__)
 # that model's default (retrieval.settings.DEFAULT_MIN_SIMILARITY); the cosine is shown on every final card.
 EMBEDDING_MODELS: tuple[str, ...] = tuple(BUNDLED_EMBEDDERS)
 
-# The controls, in the order the UI passes them (after the turn text) and ``run_turn`` receives them.
-CONTROLS: tuple[str, ...] = (
-    "rrf_k", "hybrid_enabled", "simulate_reranker_failure", "simulate_empty_bm25", "top_k", "candidate_multiplier",
-    "reranker_max_input", "min_similarity", "bm25_weight", "dense_weight", "embedding_model", "context_token_budget",
-    "bm25_tokenizer", "fusion", "query_weighting", "rerank_mode", "rerank_weight",
-)
-_INT_CONTROLS = {"rrf_k", "top_k", "candidate_multiplier", "reranker_max_input", "context_token_budget"}
-_BOOL_CONTROLS = {"hybrid_enabled", "simulate_reranker_failure", "simulate_empty_bm25"}
-_FLOAT_CONTROLS = {"min_similarity", "bm25_weight", "dense_weight", "rerank_weight"}
-# The quality levers (issue 6): choices, validated again by Settings.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "bm25_tokenizer": ("snowball", "plain"),
-    "fusion": ("rrf", "convex"),
-    "query_weighting": ("auto", "off"),
-    "rerank_mode": ("rrf", "replace"),
-}
+# The controls (retrieval.settings.CONTROLS), in the order the UI passes them and ``run_turn`` takes them; their
+# types, ranges, choices and labels are Settings' own field metadata (``Settings.knobs()``).
+KNOBS = Settings.knobs()
+CHOICES: dict[str, tuple[str, ...]] = {name: KNOBS[name].choices for name in CONTROLS if KNOBS[name].choices}
 
 _BASE: Settings | None = None
 _BASE_LOCK = threading.Lock()
@@ -102,25 +92,13 @@ def build_settings(controls: dict[str, Any]) -> Settings:
     """
     changes: dict[str, Any] = {}
     for name in CONTROLS:
-        if name not in controls or controls[name] is None:
+        value = controls.get(name)
+        if value is None:
             continue
-        value = controls[name]
-        if name in _INT_CONTROLS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-                raise ValueError(f"{name} must be a whole number, got {value!r}.")
-            value = int(round(value))
-        elif name in _BOOL_CONTROLS:
-            value = bool(value)
-        elif name in _FLOAT_CONTROLS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{name} must be a number, got {value!r}.")
-            value = float(value)
-        elif name in CHOICES and value not in CHOICES[name]:
-            raise ValueError(f"{name} must be one of {', '.join(CHOICES[name])}, got {value!r}.")
-        elif name == "embedding_model" and value not in model_choices():
+        if name == "embedding_model" and value not in model_choices():
             raise ValueError(f"embedding model {value!r} is not available here: choose one of "
                              f"{', '.join(model_choices())}.")
-        changes[name] = value
+        changes[name] = KNOBS[name].coerce(value)
     return base_settings().replace(**changes)
 
 
@@ -217,25 +195,24 @@ def common_terms(retriever: HybridRetriever, terms: frozenset[str], tokenizer: s
     return frozenset(t for t in terms if index.document_frequency(t) > render.COMMON_SHARE * total)
 
 
-def run_turn(query: str, rrf_k: int | None = None, hybrid_enabled: bool | None = None,
-             simulate_reranker_failure: bool | None = None, simulate_empty_bm25: bool | None = None,
-             top_k: int | None = None, candidate_multiplier: int | None = None, reranker_max_input: int | None = None,
-             min_similarity: float | None = None, bm25_weight: float | None = None, dense_weight: float | None = None,
-             embedding_model: str | None = None, context_token_budget: int | None = None,
-             bm25_tokenizer: str | None = None, fusion: str | None = None, query_weighting: str | None = None,
-             rerank_mode: str | None = None, rerank_weight: float | None = None) -> TurnView:
-    """The Run handler (api_name ``run_turn``): the turn text, then each control (``CONTROLS`` order).
+def run_turn(query: str, *values: Any, **named: Any) -> TurnView:
+    """The Run handler (api_name ``run_turn``): the turn text, then each control in ``CONTROLS`` order (or by
+    name).
 
     A control left at None keeps the base value (the environment's Settings). Never raises: a bad turn or a bad
     setting becomes the message panel (and a toast in the page).
     """
-    controls = dict(rrf_k=rrf_k, hybrid_enabled=hybrid_enabled, simulate_reranker_failure=simulate_reranker_failure,
-                    simulate_empty_bm25=simulate_empty_bm25, top_k=top_k, candidate_multiplier=candidate_multiplier,
-                    reranker_max_input=reranker_max_input, min_similarity=min_similarity, bm25_weight=bm25_weight,
-                    dense_weight=dense_weight, embedding_model=embedding_model,
-                    context_token_budget=context_token_budget, bm25_tokenizer=bm25_tokenizer, fusion=fusion,
-                    query_weighting=query_weighting, rerank_mode=rerank_mode, rerank_weight=rerank_weight)
-    return _run(query, controls)
+    unknown = sorted(set(named) - set(CONTROLS))
+    if unknown or len(values) > len(CONTROLS):
+        return _idle_view(f"run_turn takes the turn and at most {len(CONTROLS)} controls ({', '.join(CONTROLS)}); "
+                          f"got {len(values)} positional values and unknown names {unknown}.")
+    return _run(query, {**dict(zip(CONTROLS, values)), **named})
+
+
+# Gradio names the API's parameters after the signature: the turn, then one per control, each optional.
+run_turn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
+    + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for name in CONTROLS])
 
 
 def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None) -> TurnView:

@@ -6,16 +6,17 @@ Gradio 6), as ``app.py`` does.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from inspector import handlers, render
+from inspector.classroom import build_classroom_tab
+from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
+from retrieval.settings import Knob
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +25,6 @@ HEADER = ('<div class="banner"><h1>Hybrid retrieval inspector</h1>'
           '<span class="warn">100% synthetic data · not a medical device · not medical advice</span>'
           '<span class="sub">BM25 + dense (Chroma) → Reciprocal Rank Fusion → cross-encoder rerank, one turn at a '
           "time (ADR-0022)</span></div>")
-# Tabs another engineer adds later: (tab title, module, builder). A module that does not exist yet is skipped.
-OPTIONAL_TABS = (
-    ("RRF classroom", "inspector.classroom", "build_classroom_tab"),
-    ("Evaluation", "inspector.evaluation_tab", "build_evaluation_tab"),
-)
 
 
 def launch_options() -> dict[str, Any]:
@@ -40,35 +36,17 @@ def launch_options() -> dict[str, Any]:
 
 
 def build_app() -> gr.Blocks:
-    """The whole page: the Inspector tab, then the optional tabs whose modules exist."""
+    """The whole page: the Inspector tab, the RRF classroom and the Evaluation tab."""
     with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False) as app:
         gr.HTML(HEADER, elem_id="banner")
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector"):
                 build_inspector_tab()
-            for title, module, builder in OPTIONAL_TABS:
-                _optional_tab(title, module, builder)
+            with gr.Tab("RRF classroom", id="classroom"):
+                build_classroom_tab()
+            with gr.Tab("Evaluation", id="evaluation"):
+                build_evaluation_tab()
     return app
-
-
-def _optional_tab(title: str, module_name: str, builder_name: str) -> None:
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return  # not built yet
-        module, error = None, exc
-    except Exception as exc:  # a broken extra tab must not take the inspector down
-        module, error = None, exc
-    with gr.Tab(title):
-        try:
-            if module is None:
-                raise error
-            builder: Callable[[], Any] = getattr(module, builder_name)
-            builder()
-        except Exception as exc:
-            log.exception("tab %r failed to build", title)
-            gr.HTML(render.render_message(f"The {title} tab could not be built ({type(exc).__name__}: {exc})."))
 
 
 # ------------------------------------------------------------------------------------------------ the tab
@@ -100,57 +78,52 @@ def _examples(query: gr.Textbox) -> gr.Examples:
     return examples
 
 
+# Controls whose range is too wide for a slider get a number box; the rest follow their Knob's kind.
+NUMBER_BOX_STEPS = 2000
+ELEM_IDS = {"context_token_budget": "context-budget"}
+
+
+def control_widget(spec: Knob, value: Any) -> gr.components.Component:
+    """The widget for one control, with the type, range, choices and label of its Settings field."""
+    elem_id = ELEM_IDS.get(spec.name, spec.name.replace("_", "-"))
+    common = dict(value=value, label=spec.label, elem_id=elem_id)
+    if spec.name == "embedding_model":
+        return gr.Dropdown(handlers.model_choices(), **common)
+    if spec.kind == "bool":
+        return gr.Checkbox(**common)
+    if spec.kind == "choice":
+        return gr.Radio(list(spec.choices), **common)
+    if spec.kind in {"int", "float"}:
+        if (spec.hi - spec.lo) / (spec.step or 1) > NUMBER_BOX_STEPS:
+            return gr.Number(minimum=spec.lo, maximum=spec.hi, step=spec.step, precision=0 if spec.kind == "int"
+                             else None, **common)
+        return gr.Slider(spec.lo, spec.hi, step=spec.step, **common)
+    raise ValueError(f"no widget for control {spec.name!r} of kind {spec.kind!r}")
+
+
 def _controls() -> dict[str, gr.components.Component]:
+    """Every control of ``handlers.CONTROLS``, grouped by widget kind: sliders, then model and number boxes, then
+    the failure toggles, then the quality levers' choices."""
     d = handlers.default_controls()
+    specs = [handlers.KNOBS[name] for name in handlers.CONTROLS]
+    sliders = [s for s in specs if s.kind in {"int", "float"} and s.name not in _boxed(specs)]
+    groups = (sliders[:5], sliders[5:], [s for s in specs if s.name == "embedding_model" or s.name in _boxed(specs)],
+              [s for s in specs if s.kind == "bool"], [s for s in specs if s.kind == "choice"])
     c: dict[str, gr.components.Component] = {}
     with gr.Accordion("Controls (changes re-run the turn from cache: no model runs unless a branch list changes)",
                       open=True):
-        with gr.Row():
-            c["rrf_k"] = gr.Slider(1, max(200, d["rrf_k"]), value=d["rrf_k"], step=1, label="RRF k: Σ w/(k+rank)",
-                                   elem_id="rrf-k")
-            c["top_k"] = gr.Slider(1, max(20, d["top_k"]), value=d["top_k"], step=1, label="top_k (cards)",
-                                   elem_id="top-k")
-            c["candidate_multiplier"] = gr.Slider(1, max(20, d["candidate_multiplier"]), step=1,
-                                                  value=d["candidate_multiplier"], elem_id="candidate-multiplier",
-                                                  label="Branch depth (× top_k)")
-            c["reranker_max_input"] = gr.Slider(0, max(60, d["reranker_max_input"]), step=1,
-                                                value=d["reranker_max_input"], elem_id="reranker-max-input",
-                                                label="Rerank max input (0=off)")
-            c["min_similarity"] = gr.Slider(-0.2, 1.0, step=0.01, value=d["min_similarity"],
-                                            elem_id="min-similarity", label="Min similarity (cos)")
-        with gr.Row():
-            c["bm25_weight"] = gr.Slider(0, 5, step=0.1, value=d["bm25_weight"], label="BM25 weight",
-                                         elem_id="bm25-weight")
-            c["dense_weight"] = gr.Slider(0, 5, step=0.1, value=d["dense_weight"], label="Dense weight",
-                                          elem_id="dense-weight")
-            c["embedding_model"] = gr.Dropdown(handlers.model_choices(), value=d["embedding_model"],
-                                               label="Embedding model (sets its own min similarity)",
-                                               elem_id="embedding-model")
-            c["context_token_budget"] = gr.Slider(50, max(3000, d["context_token_budget"]), step=50,
-                                                  value=d["context_token_budget"], elem_id="context-budget",
-                                                  label="Context token budget")
-        with gr.Row():
-            c["hybrid_enabled"] = gr.Checkbox(value=d["hybrid_enabled"], label="Hybrid on (off = legacy dense only)",
-                                              elem_id="hybrid-enabled")
-            c["simulate_reranker_failure"] = gr.Checkbox(value=d["simulate_reranker_failure"],
-                                                         label="Simulate a reranker load failure",
-                                                         elem_id="simulate-reranker-failure")
-            c["simulate_empty_bm25"] = gr.Checkbox(value=d["simulate_empty_bm25"], label="Simulate an empty BM25 index",
-                                                   elem_id="simulate-empty-bm25")
-        with gr.Row():
-            c["bm25_tokenizer"] = gr.Radio(list(handlers.CHOICES["bm25_tokenizer"]), value=d["bm25_tokenizer"],
-                                           label="BM25 tokens (snowball = stemmed per language)",
-                                           elem_id="bm25-tokenizer")
-            c["fusion"] = gr.Radio(list(handlers.CHOICES["fusion"]), value=d["fusion"],
-                                   label="Fusion (rrf = ranks; convex = min-max scores)", elem_id="fusion")
-            c["query_weighting"] = gr.Radio(list(handlers.CHOICES["query_weighting"]), value=d["query_weighting"],
-                                            label="Query-aware weights (codes/units lean to BM25)",
-                                            elem_id="query-weighting")
-            c["rerank_mode"] = gr.Radio(list(handlers.CHOICES["rerank_mode"]), value=d["rerank_mode"],
-                                        label="Rerank (rrf = blend with fused order; replace)", elem_id="rerank-mode")
-            c["rerank_weight"] = gr.Slider(0, 3, step=0.1, value=d["rerank_weight"], elem_id="rerank-weight",
-                                           label="Cross-encoder weight in the blend")
+        for group in groups:
+            with gr.Row():
+                for spec in group:
+                    c[spec.name] = control_widget(spec, d[spec.name])
+    missing = set(handlers.CONTROLS) - set(c)
+    if missing:
+        raise RuntimeError(f"no widget placed for {sorted(missing)}")
     return {name: c[name] for name in handlers.CONTROLS}
+
+
+def _boxed(specs: list[Knob]) -> set[str]:
+    return {s.name for s in specs if s.kind in {"int", "float"} and (s.hi - s.lo) / (s.step or 1) > NUMBER_BOX_STEPS}
 
 
 def _results() -> dict[str, Any]:
@@ -195,6 +168,9 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
                             api_visibility="private").then(handlers.rerun_turn, **rerun)
         elif isinstance(component, gr.Slider):
             component.release(handlers.rerun_turn, **rerun)  # on release: dragging stays smooth
+        elif isinstance(component, gr.Number):
+            component.submit(handlers.rerun_turn, **rerun)
+            component.blur(handlers.rerun_turn, **rerun)
         else:
             component.input(handlers.rerun_turn, **rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],

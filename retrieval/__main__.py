@@ -1,3 +1,6 @@
-from retrieval.cli import main
+"""``python -m retrieval``: the core's commands (``query``) and the measuring tools' (``eval``, ``bench``, ``lab``)."""
 
-raise SystemExit(main())
+from retrieval.cli import main
+from retrieval.evaluation.cli import register as register_evaluation
+
+raise SystemExit(main(registrars=(register_evaluation,)))

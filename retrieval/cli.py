@@ -1,22 +1,22 @@
-"""``python -m retrieval query|eval|bench|lab``.
+"""The core's command line: ``python -m retrieval query``, and the flags every pipeline command shares.
 
-Each subcommand lives in its own module, which exposes ``register(subparsers)``; the modules stay light at import
-time (models load when a command runs).
+``retrieval/__main__.py`` adds the measuring tools' commands (``eval``, ``bench``, ``lab`` from
+``retrieval.evaluation.cli``); each command module exposes ``register(subparsers)`` and stays light at import time
+(models load when a command runs).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from retrieval.settings import Settings
 
-SUBCOMMAND_MODULES = ("retrieval.cli", "retrieval.evaluate", "retrieval.bench", "retrieval.lab")
+Registrar = Callable[[argparse._SubParsersAction], None]
 
 
 def settings_from_args(args: argparse.Namespace, **extra) -> Settings:
@@ -91,24 +91,20 @@ def format_result(result) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m retrieval", description=__doc__.splitlines()[0])
+def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
+    """The parser with the core's commands, then each ``registrars`` entry's (e.g. the evaluation tools')."""
+    parser = argparse.ArgumentParser(prog="python -m retrieval", description="Hybrid retrieval (ADR-0022): query, "
+                                     "evaluate, benchmark and teach BM25 + dense + RRF + cross-encoder.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # subcommand not built yet
-            raise
-        module.register(sub)
+    for add in (register, *registrars):
+        add(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, registrars: Sequence[Registrar] = ()) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    parser = build_parser()
+    parser = build_parser(registrars)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

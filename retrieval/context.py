@@ -24,8 +24,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
-from retrieval.pipeline import REFUSAL
 from retrieval.types import Chunk, RetrievalResult
+
+# What the assistant says at level no_match (ADR-0022): it refuses instead of answering from an unrelated card.
+REFUSAL = ("I could not find this in the medication cards I have, so I will not guess. "
+           "Please ask your pharmacist or care team.")
 
 TOKENS_PER_WORD_X10 = 13  # 1.3 tokens per whitespace word, kept as an integer ratio (no float rounding surprises)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -14,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval.cache import LRU, Stage, cached
 from retrieval.corpus import fingerprint
-from retrieval.encoders import Embedder
+from retrieval.encoders import BUNDLED_EMBEDDERS, Embedder, canonical_embedder, load_embedder
+from retrieval.settings import Settings
 from retrieval.types import Chunk, Hit
 
 log = logging.getLogger(__name__)
@@ -256,3 +260,110 @@ class DenseStore:
     def similarity(self, query_vector: np.ndarray, chunk_id: str) -> float:
         """Cosine between the query and a chunk, from the in-memory copy of the embeddings."""
         return float(np.dot(self.embeddings[self._row[chunk_id]], query_vector))
+
+
+# ------------------------------------------------------------------------------------------ the branch
+def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str, chroma_host: str | None = None,
+               chroma_port: int = 8000, progress: Progress | None = None) -> DenseStore:
+    """The dense store for ``chunks`` on a Chroma server (``chroma_host``) or embedded at ``chroma_path``.
+
+    An embedded store that cannot be opened (corrupted or half-written files) is moved aside, nothing deleted, and
+    rebuilt from the corpus; a failing embedder is re-raised as it is (moving the store would not help).
+    """
+    if chroma_host:
+        return DenseStore(chunks, embedder, chroma_client(host=chroma_host, port=chroma_port), progress=progress)
+    try:
+        with opening_guard(chroma_path):  # survives a crash inside Chroma on damaged files
+            return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress)
+    except EmbeddingFailed:
+        raise
+    except Exception as exc:
+        stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
+        while (aside := Path(f"{chroma_path}.corrupt-{stamp}{f'-{n}' if n else ''}")).exists():
+            n += 1
+        log.warning("Chroma store at %s could not be opened (%s: %s); moved it to %s and rebuilding",
+                    chroma_path, type(exc).__name__, exc, aside)
+        forget_client(chroma_path)  # chromadb caches one client per path; it would keep the bad files open
+        if Path(chroma_path).exists():
+            shutil.move(chroma_path, aside)
+        with opening_guard(chroma_path):
+            return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress)
+
+
+class DenseBranch:
+    """The dense branch of one retriever: its embedder, its store's lifecycle (open, recover, reconnect) and its
+    cached searches. A store that is unavailable leaves ``store`` None and says why in ``error``; the next turn
+    tries to connect again.
+    """
+
+    def __init__(self, chunks: Sequence[Chunk], settings: Settings, *, embedder: Embedder | None = None,
+                 progress: Progress | None = None) -> None:
+        self.chunks = chunks
+        self.settings = settings
+        self.embedder = embedder
+        self.store: DenseStore | None = None
+        self.error = ""
+        self._progress = progress
+        self._lock = threading.Lock()
+        self.connect()
+
+    def connect(self) -> None:
+        """Load the embedder (a name that can never load is a configuration error) and open the store."""
+        s = self.settings
+        try:
+            self.embedder = self.embedder or load_embedder(s.embedding_model)
+        except Exception as exc:
+            if canonical_embedder(s.embedding_model) not in BUNDLED_EMBEDDERS:
+                # Neither bundled nor loadable: the index could never be built, so refuse to start instead of
+                # answering bm25_only forever.
+                choices = "; ".join(f"{name} (also {', '.join(a for a in aliases if a != name)})"
+                                    for name, aliases in BUNDLED_EMBEDDERS.items())
+                raise ValueError(f"EMBEDDING_MODEL={s.embedding_model!r} could not be loaded ({exc}). Use a bundled "
+                                 f"model: {choices}; or the name or path of a sentence-transformers model that is "
+                                 "already on disk.") from exc
+            self.error = str(exc)
+            log.error("dense branch unavailable: %s", exc)
+            return
+        try:
+            self.store = open_store(self.chunks, self.embedder, chroma_path=s.chroma_path, chroma_host=s.chroma_host,
+                                    chroma_port=s.chroma_port, progress=self._progress)
+            self.error = ""
+        except Exception as exc:
+            where = f"Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
+            self.error = f"{where} unavailable ({type(exc).__name__}: {exc})"
+            log.error("dense branch unavailable: %s", self.error)
+
+    def ensure(self) -> DenseStore | None:
+        """The store, reconnecting first if an earlier attempt failed."""
+        if self.store is None:
+            with self._lock:
+                if self.store is None:
+                    self.connect()
+        return self.store
+
+    def embed_query(self, query: str, cache: LRU) -> Stage:
+        if self.embedder is None:
+            raise RuntimeError(self.error or "no embedder")
+        embedder = self.embedder
+        return cached(cache, ("qvec", embedder.name, query), lambda: embedder.embed_query(query))
+
+    def search(self, query: str, depth: int, cache: LRU) -> tuple[list[Hit], dict[str, float]]:
+        """The ``depth`` nearest sub-chunks and the time spent embedding the turn and querying Chroma."""
+        store = self.ensure()
+        if store is None:
+            raise RuntimeError(self.error)
+        qvec = self.embed_query(query, cache)
+        found = cached(cache, ("dense", store.embedder.name, store.fingerprint, query, depth),
+                       lambda: store.search(qvec.value, depth))
+        return found.value, {"embed_query": qvec.ms, "chroma_query": found.ms}
+
+    def similarity_to(self, query: str, cache: LRU) -> tuple[Callable[[str], float] | None, str]:
+        """A function chunk id -> cosine with the turn, or (None, why the threshold cannot be applied)."""
+        if self.store is None or self.embedder is None:
+            return None, "similarity threshold skipped (no embeddings available)"
+        try:
+            qvec = self.embed_query(query, cache).value
+        except Exception as exc:  # the embedder failed now: keep results, say the threshold was skipped
+            return None, f"similarity threshold skipped ({type(exc).__name__}: {exc})"
+        store = self.store
+        return (lambda chunk_id: store.similarity(qvec, chunk_id)), ""

@@ -1,8 +1,11 @@
-"""Rank fusion as pure functions over ranked id lists (1-based ranks, ties broken by id)."""
+"""Rank fusion as pure functions over ranked id lists (1-based ranks, ties broken by id), and the fusion stage
+that applies them to the branches' lists, keeping each candidate's ranks and weighted contributions."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+from retrieval.types import BranchResult, FusedHit
 
 
 def reciprocal_rank_fusion(
@@ -113,3 +116,39 @@ def convex_fusion(
         for doc, norm in zip(ids, min_max([s for _, s in scored[name]])):
             out[doc] = out.get(doc, 0.0) + w[name] * norm / total
     return sorted(out.items(), key=lambda item: (-item[1], item[0]))
+
+
+def fuse_branches(branches: Sequence[BranchResult], weights: Mapping[str, float], parent_of: Mapping[str, str], *,
+                  fusion: str = "rrf", k: int = 60) -> list[FusedHit]:
+    """Fuse the usable branches (one usable branch fuses to its own order) with RRF or convex fusion.
+
+    Each hit keeps its per-branch ranks and weighted contributions, which sum to its fused score.
+    ``parent_of`` maps a sub-chunk id to its card id.
+    """
+    if not branches:
+        return []
+    w = {b.name: weights[b.name] for b in branches}
+    if not any(w.values()):
+        # Only zero-weight branches are left (e.g. DENSE_WEIGHT=0 on the dense-only path): weight them equally,
+        # so the branch keeps its own order instead of every score being 0 (or convex fusion raising).
+        w = {name: 1.0 for name in w}
+    position = {b.name: {h.chunk_id: h.rank for h in b.hits} for b in branches}
+    contributions: dict[str, dict[str, float]] = {}
+    if fusion == "convex":
+        total = sum(w.values()) or 1.0
+        fused = convex_fusion({b.name: [(h.chunk_id, h.score) for h in b.hits] for b in branches}, w)
+        for b in branches:
+            for h, norm in zip(b.hits, min_max([h.score for h in b.hits])):
+                contributions.setdefault(h.chunk_id, {})[b.name] = w[b.name] * norm / total
+    else:
+        fused = reciprocal_rank_fusion({b.name: [h.chunk_id for h in b.hits] for b in branches}, k=k, weights=w)
+        for b in branches:
+            for h in b.hits:
+                contributions.setdefault(h.chunk_id, {})[b.name] = w[b.name] / (k + h.rank)
+    out = []
+    for rank, (cid, score) in enumerate(fused, start=1):
+        ranks = {name: position.get(name, {}).get(cid) for name in ("bm25", "dense")}
+        parts = {name: contributions[cid].get(name, 0.0) for name in ("bm25", "dense")}
+        out.append(FusedHit(chunk_id=cid, parent_id=parent_of[cid], rank=rank, score=score, branch_ranks=ranks,
+                            contributions=parts))
+    return out

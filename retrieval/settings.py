@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,22 +26,89 @@ DEFAULT_MIN_SIMILARITY = {
     "multilingual-e5-small": 0.81,
 }
 
-Tokenizer = Literal["plain", "snowball"]
-Fusion = Literal["rrf", "convex"]
-RerankMode = Literal["replace", "rrf"]
-QueryWeighting = Literal["off", "auto"]
-
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What Settings knows about one field, read from its metadata: the one source of truth for the environment
+    variable, the validation, the CLI and the inspector's controls (type, range, choices, label)."""
+
+    name: str
+    env: str
+    kind: str  # "bool", "int", "float", "choice", "name" (a non-empty string), "optional_name"
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] = ()
+    label: str = ""  # the inspector's label; "" = not a control of the page
+    step: float | None = None
+
+    def check(self, value: Any) -> None:
+        """Raise ``ValueError`` naming the environment variable and the allowed values if ``value`` is invalid."""
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.env} must be true or false, got {value!r}.")
+        elif self.kind == "int":
+            _check_int(self.env, value, int(self.lo), int(self.hi))
+        elif self.kind == "float":
+            _check_float(self.env, value, self.lo, self.hi)
+        elif self.kind == "choice":
+            _check_choice(self.env, value, self.choices)
+        elif self.kind == "name" or value is not None:
+            _check_name(self.env, value)
+
+    def parse(self, raw: str) -> Any:
+        """A typed value from text (an environment variable, a ``--set`` pair, a URL parameter); ints and floats
+        that do not parse are returned as text, so ``check`` names the allowed range."""
+        raw = raw.strip()
+        if self.kind == "bool":
+            low = raw.lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError(f"{self.env}={raw!r} is not a boolean: use true or false (also 1/0, yes/no, on/off).")
+        converter = {"int": int, "float": float}.get(self.kind)
+        if converter is not None:
+            try:
+                return converter(raw)
+            except ValueError:
+                return raw
+        return raw
+
+    def coerce(self, value: Any) -> Any:
+        """A value from a widget or an API call, typed and checked: sliders send floats for whole numbers, and
+        text is parsed as ``parse`` does. Raises ``ValueError`` with what was wrong and what is allowed."""
+        if isinstance(value, str) and self.kind in {"bool", "int", "float"}:
+            value = self.parse(value)
+        if self.kind == "int" and isinstance(value, float) and value == value and value == int(value):
+            value = int(value)
+        elif self.kind == "int" and isinstance(value, float):
+            raise ValueError(f"{self.env} must be a whole number from {self.lo:g} to {self.hi:g}, got {value!r}.")
+        elif self.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        self.check(value)
+        return value
+
+
+def knob(default: Any, env: str, kind: str, *, lo: float | None = None, hi: float | None = None,
+         choices: tuple[str, ...] = (), label: str = "", step: float | None = None) -> Any:
+    """A Settings field whose metadata says how to read, validate and show it."""
+    return field(default=default, metadata={"knob": dict(env=env, kind=kind, lo=lo, hi=hi, choices=choices,
+                                                         label=label, step=step)})
 
 
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the pipeline. Build with ``Settings.from_env()`` or directly; both validate.
 
+    Each field's metadata (``Settings.knobs()``) names its environment variable, its type, range or choices, and
+    (for the inspector's controls) its label; the CLI, the UI and share links derive theirs from it.
+
     Attributes:
         hybrid_enabled: ``RETRIEVAL_HYBRID_ENABLED``; false restores the legacy dense-only path (ADR-0022 F/H).
-        rrf_k: ``RRF_K``, the Reciprocal Rank Fusion constant (1-1000).
+        rrf_k: ``RRF_K``, the Reciprocal Rank Fusion constant.
         bm25_weight / dense_weight: ``BM25_WEIGHT`` / ``DENSE_WEIGHT``, per-branch weights for weighted fusion.
         reranker_model: ``RERANKER_MODEL``; the bundled ONNX model or any sentence-transformers CrossEncoder.
         reranker_max_input: ``RERANKER_MAX_INPUT``, how many fused candidates the cross-encoder scores (0 = off).
@@ -66,61 +133,56 @@ class Settings:
             model (see ``retrieval.context``); cards that do not fit are dropped and listed.
     """
 
-    hybrid_enabled: bool = True
-    rrf_k: int = 10
-    bm25_weight: float = 1.0
-    dense_weight: float = 2.0
-    reranker_model: str = DEFAULT_RERANKER_MODEL
-    reranker_max_input: int = 20
-    embedding_model: str = DEFAULT_EMBEDDING_MODEL
-    top_k: int = 5
-    candidate_multiplier: int = 10
-    min_similarity: float = 0.55
-    chroma_path: str = str(PROJECT_ROOT / ".chroma")
-    chroma_host: str | None = None
-    chroma_port: int = 8000
-    corpus_path: str = str(PROJECT_ROOT / "corpus" / "cards.jsonl")
-    bm25_timeout_ms: int = 1000
-    dense_timeout_ms: int = 5000
-    rerank_timeout_ms: int = 5000
-    simulate_reranker_failure: bool = False
-    simulate_empty_bm25: bool = False
-    bm25_tokenizer: str = "snowball"
-    fusion: str = "rrf"
-    query_weighting: str = "auto"
-    rerank_mode: str = "rrf"
-    rerank_weight: float = 0.5
-    context_token_budget: int = 1000
+    hybrid_enabled: bool = knob(True, "RETRIEVAL_HYBRID_ENABLED", "bool", label="Hybrid on (off = legacy dense only)")
+    rrf_k: int = knob(10, "RRF_K", "int", lo=1, hi=1000, label="RRF k: Σ w/(k+rank)", step=1)
+    bm25_weight: float = knob(1.0, "BM25_WEIGHT", "float", lo=0.0, hi=10.0, label="BM25 weight", step=0.1)
+    dense_weight: float = knob(2.0, "DENSE_WEIGHT", "float", lo=0.0, hi=10.0, label="Dense weight", step=0.1)
+    reranker_model: str = knob(DEFAULT_RERANKER_MODEL, "RERANKER_MODEL", "name")
+    reranker_max_input: int = knob(20, "RERANKER_MAX_INPUT", "int", lo=0, hi=200, label="Rerank max input (0=off)",
+                                   step=1)
+    embedding_model: str = knob(DEFAULT_EMBEDDING_MODEL, "EMBEDDING_MODEL", "name",
+                                label="Embedding model (sets its own min similarity)")
+    top_k: int = knob(5, "TOP_K", "int", lo=1, hi=1000, label="top_k (cards)", step=1)
+    candidate_multiplier: int = knob(10, "CANDIDATE_MULTIPLIER", "int", lo=1, hi=50, label="Branch depth (× top_k)",
+                                     step=1)
+    min_similarity: float = knob(0.55, "MIN_SIMILARITY", "float", lo=-1.0, hi=1.0, label="Min similarity (cos)",
+                                 step=0.01)
+    chroma_path: str = knob(str(PROJECT_ROOT / ".chroma"), "CHROMA_PATH", "name")
+    chroma_host: str | None = knob(None, "CHROMA_HOST", "optional_name")
+    chroma_port: int = knob(8000, "CHROMA_PORT", "int", lo=1, hi=65535)
+    corpus_path: str = knob(str(PROJECT_ROOT / "corpus" / "cards.jsonl"), "CORPUS_PATH", "name")
+    bm25_timeout_ms: int = knob(1000, "BM25_TIMEOUT_MS", "int", lo=1, hi=600_000)
+    dense_timeout_ms: int = knob(5000, "DENSE_TIMEOUT_MS", "int", lo=1, hi=600_000)
+    rerank_timeout_ms: int = knob(5000, "RERANK_TIMEOUT_MS", "int", lo=1, hi=600_000)
+    simulate_reranker_failure: bool = knob(False, "SIMULATE_RERANKER_FAILURE", "bool",
+                                           label="Simulate a reranker load failure")
+    simulate_empty_bm25: bool = knob(False, "SIMULATE_EMPTY_BM25", "bool", label="Simulate an empty BM25 index")
+    bm25_tokenizer: str = knob("snowball", "BM25_TOKENIZER", "choice", choices=("snowball", "plain"),
+                               label="BM25 tokens (snowball = stemmed per language)")
+    fusion: str = knob("rrf", "FUSION", "choice", choices=("rrf", "convex"),
+                       label="Fusion (rrf = ranks; convex = min-max scores)")
+    query_weighting: str = knob("auto", "QUERY_WEIGHTING", "choice", choices=("auto", "off"),
+                                label="Query-aware weights (codes/units lean to BM25)")
+    rerank_mode: str = knob("rrf", "RERANK_MODE", "choice", choices=("rrf", "replace"),
+                            label="Rerank (rrf = blend with fused order; replace)")
+    rerank_weight: float = knob(0.5, "RERANK_WEIGHT", "float", lo=0.0, hi=10.0,
+                                label="Cross-encoder weight in the blend", step=0.1)
+    context_token_budget: int = knob(1000, "CONTEXT_TOKEN_BUDGET", "int", lo=1, hi=1_000_000,
+                                     label="Context token budget", step=50)
 
     def __post_init__(self) -> None:
-        _check_int("RRF_K", self.rrf_k, 1, 1000)
-        _check_float("BM25_WEIGHT", self.bm25_weight, 0.0, 10.0)
-        _check_float("DENSE_WEIGHT", self.dense_weight, 0.0, 10.0)
+        for spec in self.knobs().values():
+            spec.check(getattr(self, spec.name))
         if self.hybrid_enabled and self.bm25_weight == 0 and self.dense_weight == 0:
             raise ValueError(
                 "BM25_WEIGHT and DENSE_WEIGHT are both 0: fusion would score every candidate 0. "
                 "Give at least one branch a positive weight, or set RETRIEVAL_HYBRID_ENABLED=false."
             )
-        _check_name("RERANKER_MODEL", self.reranker_model)
-        _check_int("RERANKER_MAX_INPUT", self.reranker_max_input, 0, 200)
-        _check_name("EMBEDDING_MODEL", self.embedding_model)
-        _check_int("TOP_K", self.top_k, 1, 1000)
-        _check_int("CANDIDATE_MULTIPLIER", self.candidate_multiplier, 1, 50)
-        _check_float("MIN_SIMILARITY", self.min_similarity, -1.0, 1.0)
-        _check_name("CHROMA_PATH", self.chroma_path)
-        if self.chroma_host is not None:
-            _check_name("CHROMA_HOST", self.chroma_host)
-        _check_int("CHROMA_PORT", self.chroma_port, 1, 65535)
-        _check_name("CORPUS_PATH", self.corpus_path)
-        _check_int("BM25_TIMEOUT_MS", self.bm25_timeout_ms, 1, 600_000)
-        _check_int("DENSE_TIMEOUT_MS", self.dense_timeout_ms, 1, 600_000)
-        _check_int("RERANK_TIMEOUT_MS", self.rerank_timeout_ms, 1, 600_000)
-        _check_choice("BM25_TOKENIZER", self.bm25_tokenizer, ("plain", "snowball"))
-        _check_choice("FUSION", self.fusion, ("rrf", "convex"))
-        _check_choice("QUERY_WEIGHTING", self.query_weighting, ("off", "auto"))
-        _check_choice("RERANK_MODE", self.rerank_mode, ("replace", "rrf"))
-        _check_float("RERANK_WEIGHT", self.rerank_weight, 0.0, 10.0)
-        _check_int("CONTEXT_TOKEN_BUDGET", self.context_token_budget, 1, 1_000_000)
+
+    @classmethod
+    def knobs(cls) -> dict[str, Knob]:
+        """Every field's ``Knob`` (environment variable, type, range, choices, label), in field order."""
+        return _KNOBS
 
     @property
     def candidate_depth(self) -> int:
@@ -129,21 +191,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Read every ``ENV_NAME`` in ``ENV_VARS`` from ``env`` (default ``os.environ``); ``overrides`` win."""
+        """Read every field's environment variable from ``env`` (default ``os.environ``); ``overrides`` win."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        types = {f.name: f.type for f in dataclasses.fields(cls)}
-        for env_name, attr in ENV_VARS.items():
-            raw = env.get(env_name)
+        for spec in cls.knobs().values():
+            raw = env.get(spec.env)
             if raw is None or raw.strip() == "":
                 continue
-            values[attr] = _parse(env_name, raw.strip(), types[attr])
+            values[spec.name] = spec.parse(raw)
         values.update(overrides)
         if "min_similarity" not in values:
-            from retrieval.encoders import canonical_embedder
-
-            model = canonical_embedder(values.get("embedding_model", DEFAULT_EMBEDDING_MODEL))
-            values["min_similarity"] = DEFAULT_MIN_SIMILARITY.get(model, cls.min_similarity)
+            values["min_similarity"] = default_min_similarity(values.get("embedding_model", DEFAULT_EMBEDDING_MODEL))
         return cls(**values)
 
     def replace(self, **changes: Any) -> Settings:
@@ -154,63 +212,39 @@ class Settings:
         return dataclasses.asdict(self)
 
 
+_KNOBS: dict[str, Knob] = {f.name: Knob(name=f.name, **f.metadata["knob"]) for f in dataclasses.fields(Settings)}
 MAX_CANDIDATE_DEPTH = 1000
 
-ENV_VARS: dict[str, str] = {
-    "RETRIEVAL_HYBRID_ENABLED": "hybrid_enabled",
-    "RRF_K": "rrf_k",
-    "BM25_WEIGHT": "bm25_weight",
-    "DENSE_WEIGHT": "dense_weight",
-    "RERANKER_MODEL": "reranker_model",
-    "RERANKER_MAX_INPUT": "reranker_max_input",
-    "EMBEDDING_MODEL": "embedding_model",
-    "TOP_K": "top_k",
-    "CANDIDATE_MULTIPLIER": "candidate_multiplier",
-    "MIN_SIMILARITY": "min_similarity",
-    "CHROMA_PATH": "chroma_path",
-    "CHROMA_HOST": "chroma_host",
-    "CHROMA_PORT": "chroma_port",
-    "CORPUS_PATH": "corpus_path",
-    "BM25_TIMEOUT_MS": "bm25_timeout_ms",
-    "DENSE_TIMEOUT_MS": "dense_timeout_ms",
-    "RERANK_TIMEOUT_MS": "rerank_timeout_ms",
-    "SIMULATE_RERANKER_FAILURE": "simulate_reranker_failure",
-    "SIMULATE_EMPTY_BM25": "simulate_empty_bm25",
-    "BM25_TOKENIZER": "bm25_tokenizer",
-    "FUSION": "fusion",
-    "QUERY_WEIGHTING": "query_weighting",
-    "RERANK_MODE": "rerank_mode",
-    "RERANK_WEIGHT": "rerank_weight",
-    "CONTEXT_TOKEN_BUDGET": "context_token_budget",
-}
-_ATTR_TO_ENV = {attr: env for env, attr in ENV_VARS.items()}
+# The inspector's controls, in the order the page passes them (and the ``run_turn`` API takes them); each one's
+# widget, range, choices and label come from its Knob.
+CONTROLS: tuple[str, ...] = (
+    "rrf_k", "hybrid_enabled", "simulate_reranker_failure", "simulate_empty_bm25", "top_k", "candidate_multiplier",
+    "reranker_max_input", "min_similarity", "bm25_weight", "dense_weight", "embedding_model", "context_token_budget",
+    "bm25_tokenizer", "fusion", "query_weighting", "rerank_mode", "rerank_weight",
+)
+
+ENV_VARS: dict[str, str] = {spec.env: name for name, spec in _KNOBS.items()}
 
 
 def env_name(attr: str) -> str:
     """The environment variable behind a Settings attribute."""
-    return _ATTR_TO_ENV.get(attr, attr)
+    spec = _KNOBS.get(attr)
+    return spec.env if spec else attr
 
 
-def _parse(name: str, raw: str, type_: Any) -> Any:
-    type_s = str(type_)
-    if type_s in {"bool", "<class 'bool'>"}:
-        low = raw.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ValueError(f"{name}={raw!r} is not a boolean: use true or false (also 1/0, yes/no, on/off).")
-    if type_s in {"int", "<class 'int'>"}:
-        try:
-            return int(raw)
-        except ValueError:
-            return raw  # the field's check rejects it and names the allowed range
-    if type_s in {"float", "<class 'float'>"}:
-        try:
-            return float(raw)
-        except ValueError:
-            return raw
-    return raw
+def knob_for(key: str) -> Knob | None:
+    """The Knob for an attribute name or an environment variable name (any case), or None."""
+    if key in _KNOBS:
+        return _KNOBS[key]
+    by_env = {spec.env: spec for spec in _KNOBS.values()}
+    return by_env.get(key.upper())
+
+
+def default_min_similarity(embedding_model: str) -> float:
+    """MIN_SIMILARITY's default for an embedding model (cosine scales differ between models)."""
+    from retrieval.encoders import canonical_embedder
+
+    return DEFAULT_MIN_SIMILARITY.get(canonical_embedder(embedding_model), 0.55)
 
 
 def _check_int(name: str, value: Any, lo: int, hi: int) -> None:

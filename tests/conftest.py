@@ -37,11 +37,16 @@ def chroma_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("chroma")
 
 
+# Stage budgets for tests that check rankings, not budgets: a busy 2-core CI machine must not turn a slow
+# cross-encoder into rrf_only (the fault tests set their own small budgets).
+PATIENT = dict(bm25_timeout_ms=60_000, dense_timeout_ms=60_000, rerank_timeout_ms=60_000)
+
+
 @pytest.fixture(scope="session")
 def mini_settings(chroma_dir):
     from retrieval.settings import Settings
 
-    return Settings(corpus_path=str(MINI_CARDS), chroma_path=str(chroma_dir / "mini"), min_similarity=0.3)
+    return Settings(corpus_path=str(MINI_CARDS), chroma_path=str(chroma_dir / "mini"), min_similarity=0.3, **PATIENT)
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +61,7 @@ def mini(mini_settings):
 def shipped_settings(chroma_dir):
     from retrieval.settings import Settings
 
-    return Settings.from_env({}, chroma_path=str(chroma_dir / "shipped"))
+    return Settings.from_env({}, chroma_path=str(chroma_dir / "shipped"), **PATIENT)
 
 
 @pytest.fixture(scope="session")

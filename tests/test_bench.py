@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from retrieval.bench import STAGES, format_table, parse_scale, percentile, replicate_chunks
+from retrieval.evaluation.bench import STAGES, format_table, parse_scale, percentile, replicate_chunks
 from retrieval.corpus import load_cards, split_cards
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.lab import (CLASS_EXAMPLE, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve, parse_ranking,
-                           parse_scored, raw_sum, score_fusions)
+from retrieval.evaluation.lab import (CLASS_EXAMPLE, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
+                                      parse_ranking, parse_scored, raw_sum, score_fusions)
 
 
 def test_class_example_exact_sums():

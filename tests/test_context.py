@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from retrieval.context import build_context, card_block, count_tokens, parent_texts
-from retrieval.pipeline import REFUSAL
+from retrieval.context import REFUSAL
 from retrieval.types import BranchResult, Chunk, FinalHit, RetrievalResult
 
 CHUNKS = (

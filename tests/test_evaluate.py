@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from retrieval.corpus import CorpusError, Dataset, LabeledQuery, load_beir, load_cards
-from retrieval.evaluate import (CONFIGS, aggregate, eval_settings, evaluate, format_report, latency, parse_set,
-                                parse_sweep, run_turns, save_runs, sweep)
-from retrieval.metrics import METRICS, ndcg_at_k
+from retrieval.evaluation.evaluate import (CONFIGS, aggregate, eval_settings, evaluate, format_report, latency,
+                                           parse_set, run_turns, save_runs)
+from retrieval.evaluation.sweeps import parse_sweep, sweep
+from retrieval.evaluation.metrics import METRICS, ndcg_at_k
 from retrieval.parents import best_per_parent
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT

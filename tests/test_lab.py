@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from retrieval.corpus import load_shipped
-from retrieval.lab import run_lab
+from retrieval.evaluation.lab import run_lab
 from retrieval.settings import Settings
 from tests.conftest import ROOT, SHIPPED_CARDS
 from tests.test_evaluate import labeled_mini_folder

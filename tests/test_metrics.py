@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from retrieval.metrics import METRICS, dcg_at_k, mrr_at_k, ndcg_at_k, recall_at_k, score_turn
+from retrieval.evaluation.metrics import METRICS, dcg_at_k, mrr_at_k, ndcg_at_k, recall_at_k, score_turn
 
 
 def test_ndcg_by_hand_graded_gains_log2_discount():

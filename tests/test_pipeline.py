@@ -2,7 +2,8 @@
 
 import pytest
 
-from retrieval.pipeline import MAX_QUERY_CHARS, HybridRetriever
+from retrieval.pipeline import HybridRetriever
+from retrieval.query import MAX_QUERY_CHARS
 from retrieval.types import HYBRID_PATHS
 
 LEXICAL = "GlucoSense GS-40 error E-07"

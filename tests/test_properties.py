@@ -11,7 +11,7 @@ import unicodedata
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from retrieval.pipeline import MAX_QUERY_CHARS
+from retrieval.query import MAX_QUERY_CHARS
 from retrieval.settings import Settings
 from retrieval.types import HYBRID_PATHS, RetrievalResult
 

@@ -13,7 +13,7 @@ import pytest
 from inspector import render
 from retrieval.context import build_context
 from retrieval.fusion import reciprocal_rank_fusion, rrf_terms
-from retrieval.pipeline import REFUSAL
+from retrieval.context import REFUSAL
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
 
 INJECTION = "<img src=x onerror=alert(1)>"

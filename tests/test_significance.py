@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from retrieval.significance import bootstrap_ci, compare, holm, randomization_test
+from retrieval.evaluation.significance import bootstrap_ci, compare, holm, randomization_test
 
 
 def test_exact_p_value_by_enumeration():

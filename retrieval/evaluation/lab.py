@@ -203,7 +203,7 @@ def run_lab(seed: int, settings: Settings | None = None, retriever: HybridRetrie
             dataset: Dataset | None = None, *, resamples: int = 10_000, with_timings: bool = False) -> dict[str, Any]:
     """The lab contract as a dict (see the module docstring). Deterministic for a given seed and index."""
     from retrieval.corpus import fingerprint, load_shipped
-    from retrieval.evaluate import DEFAULT_DEPTH, evaluate
+    from retrieval.evaluation.evaluate import DEFAULT_DEPTH, evaluate
     from retrieval.settings import PROJECT_ROOT, Settings
 
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -212,7 +212,7 @@ def run_lab(seed: int, settings: Settings | None = None, retriever: HybridRetrie
     settings = settings or Settings.from_env()
     dataset = dataset or load_shipped(settings.corpus_path)
     if retriever is None:
-        from retrieval.evaluate import build_retriever
+        from retrieval.evaluation.evaluate import build_retriever
 
         retriever, settings = build_retriever(dataset, settings)
     report = evaluate(dataset, retriever, settings, depth=DEFAULT_DEPTH, seed=seed, resamples=resamples)
@@ -309,7 +309,7 @@ def _evidence(report: Mapping[str, Any], example: Mapping[str, Any],
     a = rows["A"]
     ranks = ", ".join(f"{n} #{r}" for n, r in a["ranks"].items())
     add(f"Class example, k={CLASS_K}: RRF(A) = {a['formula']}; the fused order is {''.join(example['order'])}.",
-        a["score"], "1/61 + 1/62 by hand; python -c 'from retrieval.lab import *; print(classroom(CLASS_EXAMPLE))'")
+        a["score"], "1/61 + 1/62 by hand; python -c 'from retrieval.evaluation.lab import *; print(classroom(CLASS_EXAMPLE))'")
     first_in = [n for n, r in a["ranks"].items() if r == 1]
     add(f"Correction to the class text: it says A wins without being first in any ranking, but in the lists as "
         f"printed A is first in {', '.join(first_in) or 'no list'} ({ranks}). A wins because it is near the top of "
@@ -373,7 +373,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_lab_command(args: argparse.Namespace) -> int:
-    from retrieval.evaluate import recipe_overrides
+    from retrieval.evaluation.evaluate import recipe_overrides
     from retrieval.settings import Settings
 
     settings = Settings.from_env(**recipe_overrides(args))

@@ -152,13 +152,7 @@ def retriever_with_embedder(settings: Settings, chunks: Sequence[Chunk], embedde
     instead of the one ``EMBEDDING_MODEL`` names."""
     from retrieval.pipeline import HybridRetriever
 
-    class _Retriever(HybridRetriever):
-        def _connect_dense(self) -> None:
-            if self.embedder is None:
-                self.embedder = embedder
-            super()._connect_dense()
-
-    return _Retriever(settings, chunks=chunks, progress=progress or (lambda done, total: None))
+    return HybridRetriever(settings, chunks=chunks, embedder=embedder, progress=progress or (lambda done, total: None))
 
 
 # --------------------------------------------------------------------------------------------------- turns

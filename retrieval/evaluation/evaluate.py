@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval.corpus import QUERY_CATEGORIES, Dataset, LabeledQuery
-from retrieval.metrics import METRICS, score_turn
+from retrieval.evaluation.metrics import METRICS, score_turn
 from retrieval.parents import best_per_parent
-from retrieval.settings import Settings, env_name
-from retrieval.significance import DEFAULT_RESAMPLES, compare, holm
+from retrieval.settings import Settings, knob_for
+from retrieval.evaluation.significance import DEFAULT_RESAMPLES, compare, holm
 
 if TYPE_CHECKING:
     from retrieval.pipeline import HybridRetriever
@@ -40,11 +40,6 @@ BRANCHES: tuple[str, ...] = ("bm25", "dense")
 DEFAULT_DEPTH = 200
 LIST_LENGTH = 100
 ALPHA = 0.05
-DEFAULT_SWEEPS: dict[str, tuple[int, ...]] = {
-    "rrf_k": (1, 2, 5, 10, 20, 60, 100, 200),
-    "depth": (10, 20, 50, 100, 200),
-    "reranker_max_input": (0, 5, 10, 20, 50),
-}
 LATENCY_NOTE = ("ms per turn from the first (uncached) call of each turn at the configured settings: "
                 "bm25 = BM25 search; dense = query embedding + Chroma query; rrf = max(bm25, dense) + fusion + "
                 "dedup (the branches run concurrently); full = rrf + cross-encoder reranking")
@@ -65,20 +60,16 @@ def eval_settings(base: Settings, depth: int = DEFAULT_DEPTH) -> Settings:
 
 def parse_set(pairs: Iterable[str]) -> dict[str, Any]:
     """``["rrf_k=20", "FUSION=convex"]`` -> typed Settings overrides (attribute or environment names)."""
-    from retrieval.settings import _parse
-
-    fields = {f.name: f.type for f in dataclasses.fields(Settings)}
-    by_env = {env_name(name).upper(): name for name in fields}
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ValueError(f"--set {pair!r}: write KEY=VALUE, e.g. --set rrf_k=20.")
-        attr = key if key in fields else by_env.get(key.upper())
-        if attr is None:
-            raise ValueError(f"--set {key}: unknown setting. Known: {', '.join(sorted(fields))}.")
-        out[attr] = _parse(env_name(attr), raw.strip(), str(fields[attr]).replace(" | None", ""))
+        spec = knob_for(key)
+        if spec is None:
+            raise ValueError(f"--set {key}: unknown setting. Known: {', '.join(sorted(Settings.knobs()))}.")
+        out[spec.name] = spec.parse(raw)
     return out
 
 
@@ -369,46 +360,6 @@ def _check_configs(configs: Sequence[str]) -> None:
         raise ValueError(f"unknown configurations {unknown or '(none given)'}: choose from {', '.join(CONFIGS)}.")
 
 
-# ---------------------------------------------------------------------------------------------------- sweeps
-def sweep(dataset: Dataset, retriever: HybridRetriever, settings: Settings, param: str, values: Sequence[Any],
-          configs: Sequence[str] = CONFIGS, *, depth: int = DEFAULT_DEPTH,
-          progress: Progress | None = None) -> dict[str, Any]:
-    """Metrics per configuration for each value of one parameter: ``depth`` (sub-chunks per branch) or any
-    Settings field (``rrf_k``, ``reranker_max_input``, ``bm25_weight``, ...). Lists only; no latency."""
-    names = {f.name for f in dataclasses.fields(Settings)}
-    if param != "depth" and param not in names:
-        raise ValueError(f"cannot sweep {param!r}: use depth or a setting ({', '.join(sorted(names))}).")
-    if not values:
-        raise ValueError(f"sweep {param}: give at least one value.")
-    rows = []
-    for value in values:
-        if param == "depth":
-            run_depth, s = int(value), settings
-        else:
-            run_depth, s = depth, settings.replace(**{param: value})
-        runs = run_turns(dataset, retriever, s, configs=configs, depth=run_depth, refusals=False,
-                         progress=progress, label=f"sweep {param}={value}")
-        deep = eval_settings(s, run_depth)
-        metrics = aggregate(runs, configs, deep_enough=deep.top_k >= 100 and deep.candidate_depth >= 100)
-        rows.append({"value": value, **metrics,
-                     "reranker_missing_turns": sum(not r.reranked for r in runs) if "full" in configs else 0})
-    return {"param": param, "values": list(values), "rows": rows}
-
-
-def sweep_figure(result: Mapping[str, Any], metric: str = "ndcg@10"):
-    """A plotly line chart of ``metric`` per configuration over the swept values."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    configs = [c for c in CONFIGS if c in result["rows"][0]]
-    x = [str(v) for v in result["values"]]
-    for c in configs:
-        fig.add_trace(go.Scatter(x=x, y=[row[c][metric] for row in result["rows"]], mode="lines+markers", name=c))
-    fig.update_layout(title=f"{metric} vs {result['param']}", xaxis_title=result["param"], yaxis_title=metric,
-                      xaxis_type="category", template="plotly_white", height=380)
-    return fig
-
-
 # ---------------------------------------------------------------------------------------------------- output
 def format_report(report: Mapping[str, Any]) -> str:
     """A readable text table of an ``evaluate`` report."""
@@ -454,30 +405,6 @@ def format_report(report: Mapping[str, Any]) -> str:
     if report.get("cached_turns"):
         lines.append(f"warning: {report['cached_turns']} turns were already cached: their latency is not a cold call")
     lines += ["", f"latency: {report['notes']['latency']}"]
-    for s in report.get("sweeps", []):
-        lines += ["", format_sweep(s)]
-    return "\n".join(lines)
-
-
-def format_sweep(result: Mapping[str, Any], metric: str = "ndcg@10", width: int = 40) -> str:
-    """A table plus an ASCII bar chart of ``metric`` per configuration over the swept values."""
-    configs = [c for c in CONFIGS if c in result["rows"][0]]
-    lines = [f"sweep {result['param']}: {metric} (recall@100 in brackets)"]
-    lines += _table([result["param"], *configs],
-                    [[row["value"], *(f"{_fmt(row[c][metric])} [{_fmt(row[c]['recall@100'])}]" for c in configs)]
-                     for row in result["rows"]])
-    shown = [c for c in ("rrf", "full") if c in configs] or configs[:1]
-    values = [row[c][metric] for row in result["rows"] for c in shown if row[c][metric] is not None]
-    if values:
-        hi, lo = max(values), min(values)
-        lo = max(0.0, lo - 0.25 * (hi - lo)) if hi > lo else 0.0  # zoom in: the differences are what matter
-        lines.append(f"  bars from {lo:.3f} (empty) to {hi:.3f} (full)")
-        for c in shown:
-            lines.append(f"  {c}:")
-            for row in result["rows"]:
-                v = row[c][metric]
-                bar = "" if v is None or hi == lo else "#" * max(1, round(width * (v - lo) / (hi - lo)))
-                lines.append(f"    {str(row['value']):>6} {bar:<{width}} {_fmt(v)}")
     return "\n".join(lines)
 
 
@@ -543,43 +470,6 @@ def load_report(path: str | Path) -> dict[str, Any]:
     return data
 
 
-# ------------------------------------------------------------------------------------------------------- CLI
-def register(sub: argparse._SubParsersAction) -> None:
-    from retrieval.cli import add_common
-
-    p = sub.add_parser("eval", help="metrics per configuration (bm25, dense, rrf, full) over labeled turns",
-                       description="Score bm25, dense, rrf and full at parent level on the shipped labeled set "
-                                   "or a BEIR folder; optional sweeps and a significance test.")
-    p.add_argument("--beir", metavar="PATH", help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/)")
-    p.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
-    p.add_argument("--queries", metavar="PATH", help="labeled turns for the cards at CORPUS_PATH "
-                                                     "(default: queries.jsonl beside them)")
-    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of bm25,dense,rrf,full")
-    p.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="sub-chunks per branch for the scored lists "
-                                                                    f"(default {DEFAULT_DEPTH})")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any setting, e.g. --set rrf_k=20 --set RERANKER_MAX_INPUT=10 (repeatable)")
-    p.add_argument("--adr-recipe", action="store_true",
-                   help="evaluate the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE) "
-                        "instead of the current defaults; --set and the flags above still win")
-    p.add_argument("--sweep", action="append", default=[], metavar="PARAM[=V1,V2,...]",
-                   help="sweep rrf_k, depth, reranker_max_input or any setting; default values: "
-                        + "; ".join(f"{k}={','.join(map(str, v))}" for k, v in DEFAULT_SWEEPS.items()))
-    p.add_argument("--seed", type=int, default=0, help="seed of the significance test (default 0)")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="randomization / bootstrap resamples")
-    p.add_argument("--limit", type=int, help="only the first N labeled turns (a quick look)")
-    p.add_argument("--no-refusals", action="store_true", help="skip the configured-settings calls "
-                                                              "(no latency, no refusal rates)")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--save-runs", metavar="DIR", help="write TREC run files, qrels and report.json to DIR")
-    p.add_argument("--chart-dir", metavar="DIR", help="write each sweep as a plotly HTML chart to DIR")
-    p.add_argument("--ablation", action="store_true", help="the quality levers added one at a time, from the ADR "
-                                                           "recipe to the defaults (retrieval/ablation.py)")
-    p.add_argument("--no-rerank", action="store_true", help="with --ablation: skip the cross-encoder rows")
-    add_common(p)
-    p.set_defaults(func=run_eval)
-
-
 def load_dataset(args: argparse.Namespace, settings: Settings) -> Dataset:
     """The dataset named by the command line: ``--beir PATH`` or the shipped cards (+ ``--queries``)."""
     from retrieval.corpus import load_beir, load_shipped
@@ -612,32 +502,6 @@ def build_retriever(dataset: Dataset, settings: Settings, beir_folder: str | Non
     return retriever, settings
 
 
-def parse_sweep(spec: str) -> tuple[str, list[Any]]:
-    """``"rrf_k=1,2,5"`` -> ``("rrf_k", [1, 2, 5])``; a bare name takes its default values."""
-    name, sep, raw = spec.partition("=")
-    name = name.strip()
-    if not sep:
-        if name not in DEFAULT_SWEEPS:
-            raise ValueError(f"--sweep {name}: give values, e.g. --sweep {name}=0.5,1,2 "
-                             f"(defaults exist for {', '.join(DEFAULT_SWEEPS)}).")
-        return name, list(DEFAULT_SWEEPS[name])
-    values = []
-    for item in raw.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if name == "depth":
-            try:
-                values.append(int(item))
-            except ValueError:
-                raise ValueError(f"--sweep depth: {item!r} is not a whole number.") from None
-        else:
-            values.append(parse_set([f"{name}={item}"])[name])
-    if not values:
-        raise ValueError(f"--sweep {name}: no values after '='.")
-    return name, values
-
-
 def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``retrieval.settings.ADR_RECIPE`` when ``--adr-recipe`` is given, else nothing."""
     if not getattr(args, "adr_recipe", False):
@@ -650,55 +514,3 @@ def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return dict(recipe)
 
 
-def _stderr_progress(done: int, total: int, label: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r{label}: {done}/{total} turns", end="\n" if done == total else "", file=sys.stderr, flush=True)
-    elif done == total or done % 25 == 0:
-        print(f"{label}: {done}/{total} turns", file=sys.stderr, flush=True)
-
-
-def run_eval(args: argparse.Namespace) -> int:
-    from retrieval.cli import settings_from_args
-    from retrieval.dense import stderr_progress
-
-    started = time.perf_counter()
-    settings = settings_from_args(args, **{**recipe_overrides(args), **parse_set(args.set)})
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    _check_configs(configs)
-    sweeps = [parse_sweep(s) for s in args.sweep]
-    dataset = load_dataset(args, settings)
-    retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
-    if args.ablation:
-        from retrieval.ablation import format_ablation, run_ablation
-
-        report = run_ablation(dataset, retriever, settings, depth=args.depth, seed=args.seed,
-                              resamples=args.resamples, rerank=not args.no_rerank, progress=_stderr_progress)
-        report["wall_seconds"] = round(time.perf_counter() - started, 1)
-        print(json.dumps(report, ensure_ascii=False) if args.json else format_ablation(report))
-        return 0
-    runs = run_turns(dataset, retriever, settings, configs=configs, depth=args.depth,
-                     refusals=not args.no_refusals, progress=_stderr_progress)
-    report = evaluate(dataset, retriever, settings, configs, depth=args.depth, seed=args.seed,
-                      resamples=args.resamples, refusals=not args.no_refusals, runs=runs,
-                      store_text=not args.beir)  # a BEIR set's text stays where it is (license): ids only
-    if sweeps:
-        report["sweeps"] = [sweep(dataset, retriever, settings, name, values, configs, depth=args.depth,
-                                  progress=_stderr_progress) for name, values in sweeps]
-    report["command"] = ("python -m retrieval " + " ".join(sys.argv[1:])) if sys.argv[1:2] == ["eval"] else "(in-process)"
-    report["wall_seconds"] = round(time.perf_counter() - started, 1)
-    report["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    if args.chart_dir:
-        folder = Path(args.chart_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        for s in report.get("sweeps", []):
-            path = folder / f"sweep-{report['dataset']}-{s['param']}.html"
-            sweep_figure(s).write_html(path, include_plotlyjs=True)  # offline: the JS is embedded
-            print(f"chart: {path}", file=sys.stderr)
-    if args.save_runs:
-        for path in save_runs(args.save_runs, runs, report, configs):
-            print(f"wrote {path}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(report, ensure_ascii=False))
-    else:
-        print(format_report(report))
-    return 0

@@ -22,13 +22,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrieval.metrics import score_turn
+from retrieval.evaluation.evaluate import Progress, TurnRun, run_turns
+from retrieval.evaluation.metrics import score_turn
 from retrieval.settings import ADR_RECIPE, Settings
-from retrieval.significance import DEFAULT_RESAMPLES, compare, holm
+from retrieval.evaluation.significance import DEFAULT_RESAMPLES, compare, holm
 
 if TYPE_CHECKING:
     from retrieval.corpus import Dataset
-    from retrieval.evaluate import Progress, TurnRun
     from retrieval.pipeline import HybridRetriever
 
 REPORTED = ("ndcg@10", "recall@100", "mrr@10")
@@ -63,8 +63,6 @@ def run_ablation(dataset: Dataset, retriever: HybridRetriever, defaults: Setting
     The single branches are scored at the ADR's plain tokenization and at Snowball; the best of those three lists
     (BM25 plain, BM25 Snowball, dense) on mean nDCG@10 is the baseline every row must beat.
     """
-    from retrieval.evaluate import run_turns
-
     rows = [r for r in ablation_rows(defaults) if rerank or r[1] != "full"]
     branch_runs = {
         "bm25 (plain)": run_turns(dataset, retriever, defaults.replace(**ADR_RECIPE), configs=("bm25", "dense"),

@@ -1,0 +1,114 @@
+"""The measuring tools' commands: ``python -m retrieval eval|bench|lab`` (the core's own, ``query``, live in
+``retrieval.cli``). ``retrieval/__main__.py`` puts both together."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from retrieval.evaluation import bench, lab
+from retrieval.evaluation.evaluate import (CONFIGS, DEFAULT_DEPTH, _check_configs, build_retriever, evaluate,
+                                           format_report, load_dataset, parse_set, recipe_overrides, run_turns,
+                                           save_runs)
+from retrieval.evaluation.significance import DEFAULT_RESAMPLES
+from retrieval.evaluation.sweeps import DEFAULT_SWEEPS, format_sweep, parse_sweep, sweep, sweep_figure
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``eval``, ``bench`` and ``lab`` to the ``python -m retrieval`` parser."""
+    register_eval(sub)
+    bench.register(sub)
+    lab.register(sub)
+
+
+def register_eval(sub: argparse._SubParsersAction) -> None:
+    from retrieval.cli import add_common
+
+    p = sub.add_parser("eval", help="metrics per configuration (bm25, dense, rrf, full) over labeled turns",
+                       description="Score bm25, dense, rrf and full at parent level on the shipped labeled set "
+                                   "or a BEIR folder; optional sweeps and a significance test.")
+    p.add_argument("--beir", metavar="PATH", help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/)")
+    p.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
+    p.add_argument("--queries", metavar="PATH", help="labeled turns for the cards at CORPUS_PATH "
+                                                     "(default: queries.jsonl beside them)")
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of bm25,dense,rrf,full")
+    p.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="sub-chunks per branch for the scored lists "
+                                                                    f"(default {DEFAULT_DEPTH})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any setting, e.g. --set rrf_k=20 --set RERANKER_MAX_INPUT=10 (repeatable)")
+    p.add_argument("--adr-recipe", action="store_true",
+                   help="evaluate the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE) "
+                        "instead of the current defaults; --set and the flags above still win")
+    p.add_argument("--sweep", action="append", default=[], metavar="PARAM[=V1,V2,...]",
+                   help="sweep rrf_k, depth, reranker_max_input or any setting; default values: "
+                        + "; ".join(f"{k}={','.join(map(str, v))}" for k, v in DEFAULT_SWEEPS.items()))
+    p.add_argument("--seed", type=int, default=0, help="seed of the significance test (default 0)")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="randomization / bootstrap resamples")
+    p.add_argument("--limit", type=int, help="only the first N labeled turns (a quick look)")
+    p.add_argument("--no-refusals", action="store_true", help="skip the configured-settings calls "
+                                                              "(no latency, no refusal rates)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--save-runs", metavar="DIR", help="write TREC run files, qrels and report.json to DIR")
+    p.add_argument("--chart-dir", metavar="DIR", help="write each sweep as a plotly HTML chart to DIR")
+    p.add_argument("--ablation", action="store_true", help="the quality levers added one at a time, from the ADR "
+                                                           "recipe to the defaults (retrieval/evaluation/ablation.py)")
+    p.add_argument("--no-rerank", action="store_true", help="with --ablation: skip the cross-encoder rows")
+    add_common(p)
+    p.set_defaults(func=run_eval)
+
+
+def _stderr_progress(done: int, total: int, label: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{label}: {done}/{total} turns", end="\n" if done == total else "", file=sys.stderr, flush=True)
+    elif done == total or done % 25 == 0:
+        print(f"{label}: {done}/{total} turns", file=sys.stderr, flush=True)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from retrieval.cli import settings_from_args
+    from retrieval.dense import stderr_progress
+
+    started = time.perf_counter()
+    settings = settings_from_args(args, **{**recipe_overrides(args), **parse_set(args.set)})
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    _check_configs(configs)
+    sweeps = [parse_sweep(s) for s in args.sweep]
+    dataset = load_dataset(args, settings)
+    retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
+    if args.ablation:
+        from retrieval.evaluation.ablation import format_ablation, run_ablation
+
+        report = run_ablation(dataset, retriever, settings, depth=args.depth, seed=args.seed,
+                              resamples=args.resamples, rerank=not args.no_rerank, progress=_stderr_progress)
+        report["wall_seconds"] = round(time.perf_counter() - started, 1)
+        print(json.dumps(report, ensure_ascii=False) if args.json else format_ablation(report))
+        return 0
+    runs = run_turns(dataset, retriever, settings, configs=configs, depth=args.depth,
+                     refusals=not args.no_refusals, progress=_stderr_progress)
+    report = evaluate(dataset, retriever, settings, configs, depth=args.depth, seed=args.seed,
+                      resamples=args.resamples, refusals=not args.no_refusals, runs=runs,
+                      store_text=not args.beir)  # a BEIR set's text stays where it is (license): ids only
+    if sweeps:
+        report["sweeps"] = [sweep(dataset, retriever, settings, name, values, configs, depth=args.depth,
+                                  progress=_stderr_progress) for name, values in sweeps]
+    report["command"] = ("python -m retrieval " + " ".join(sys.argv[1:])) if sys.argv[1:2] == ["eval"] else "(in-process)"
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    report["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    if args.chart_dir:
+        folder = Path(args.chart_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for s in report.get("sweeps", []):
+            path = folder / f"sweep-{report['dataset']}-{s['param']}.html"
+            sweep_figure(s).write_html(path, include_plotlyjs=True)  # offline: the JS is embedded
+            print(f"chart: {path}", file=sys.stderr)
+    if args.save_runs:
+        for path in save_runs(args.save_runs, runs, report, configs):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print("\n\n".join([format_report(report), *(format_sweep(s) for s in report.get("sweeps", []))]))
+    return 0
