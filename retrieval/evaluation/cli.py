@@ -56,6 +56,10 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ablation", action="store_true", help="the quality levers added one at a time, from the ADR "
                                                            "recipe to the defaults (retrieval/evaluation/ablation.py)")
     p.add_argument("--no-rerank", action="store_true", help="with --ablation: skip the cross-encoder rows")
+    p.add_argument("--compare", metavar="KEY=VALUE[,...]",
+                   help="A vs B: A = the settings above, B = A with these overrides (e.g. --compare rrf_k=60,"
+                        "dense_weight=1); metrics of both, the paired randomization test and the turns B fixed "
+                        "and broke (retrieval/evaluation/compare.py)")
     add_common(p)
     p.set_defaults(func=run_eval)
 
@@ -78,6 +82,8 @@ def run_eval(args: argparse.Namespace) -> int:
     sweeps = [parse_sweep(s) for s in args.sweep]
     dataset = load_dataset(args, settings)
     retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
+    if args.compare is not None:
+        return _run_compare(args, dataset, retriever, settings, started)
     if args.ablation:
         from retrieval.evaluation.ablation import format_ablation, run_ablation
 
@@ -111,4 +117,18 @@ def run_eval(args: argparse.Namespace) -> int:
         print(json.dumps(report, ensure_ascii=False))
     else:
         print("\n\n".join([format_report(report), *(format_sweep(s) for s in report.get("sweeps", []))]))
+    return 0
+
+
+def _run_compare(args: argparse.Namespace, dataset, retriever, settings, started: float) -> int:
+    from retrieval.evaluation.compare import compare_configs, format_compare
+
+    pairs = [p.strip() for p in args.compare.split(",") if p.strip()]
+    if not pairs:
+        raise ValueError("--compare needs at least one KEY=VALUE override for B, e.g. --compare rrf_k=60.")
+    b = settings.replace(**parse_set(pairs))
+    report = compare_configs(dataset, retriever, settings, b, depth=args.depth, seed=args.seed,
+                             resamples=args.resamples, progress=_stderr_progress)
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(report, ensure_ascii=False) if args.json else format_compare(report))
     return 0

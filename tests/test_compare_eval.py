@@ -1,0 +1,74 @@
+"""Corpus-wide A vs B on the mini corpus (real models, real Chroma): in process and through
+``python -m retrieval eval --compare``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval.evaluation.compare import compare_configs, format_compare
+from retrieval.evaluation.evaluate import evaluate, run_turns
+from retrieval.evaluation.metrics import ndcg_at_k
+from tests.test_evaluate import labeled_mini_folder, mini_dataset, run_cli
+
+
+@pytest.fixture(scope="module")
+def ab(mini, mini_settings):
+    ds = mini_dataset()
+    b = mini_settings.replace(rrf_k=1, dense_weight=0.5, reranker_max_input=0)
+    return ds, b, compare_configs(ds, mini, mini_settings, b, seed=3, resamples=1000)
+
+
+def test_each_side_is_what_eval_reports_for_that_configuration(mini, mini_settings, ab):
+    ds, b, report = ab
+    for side, settings in (("a", mini_settings), ("b", b)):
+        want = evaluate(ds, mini, settings, refusals=False, seed=3, resamples=1000)["configs"]
+        assert report[side] == want
+    assert report["changed"] == {"rrf_k": {"a": 10, "b": 1}, "dense_weight": {"a": 2.0, "b": 0.5},
+                                 "reranker_max_input": {"a": 20, "b": 0}}
+
+
+def test_per_turn_scores_and_the_paired_test(mini, mini_settings, ab):
+    ds, b, report = ab
+    runs_b = run_turns(ds, mini, b, refusals=False)
+    assert [t["id"] for t in report["turns"]] == [q.id for q in ds.queries]
+    for turn, run in zip(report["turns"], runs_b):
+        if not run.answerable:  # the no_match turn: no score, not a zero
+            assert turn["b_ndcg@10"] is None and turn["delta"] is None
+            continue
+        assert turn["b_ndcg@10"] == round(ndcg_at_k(run.ranked["full"], run.query.relevant), 6)
+        assert turn["delta"] == round(turn["b_ndcg@10"] - turn["a_ndcg@10"], 6)
+    sig = report["significance"]
+    scored = [t for t in report["turns"] if t["delta"] is not None]
+    assert sig["n"] == len(scored) == 5 and sig["direction"] == "B minus A"
+    assert sig["diff"] == pytest.approx(sum(t["delta"] for t in scored) / 5, abs=1e-5)
+    assert sig["fixed"] + sig["broke"] + sig["ties"] == 5 and 0 < sig["p_value"] <= 1
+    assert "B changes: rrf_k 10 → 1" in format_compare(report)
+
+
+def test_the_same_configuration_on_both_sides_changes_nothing(mini, mini_settings):
+    ds = mini_dataset()
+    report = compare_configs(ds, mini, mini_settings, mini_settings, seed=0, resamples=1000)
+    assert report["a"] == report["b"] and report["changed"] == {}
+    assert all(t["delta"] in (None, 0.0) for t in report["turns"])
+    assert report["significance"]["p_value"] == 1.0 and report["significance"]["diff"] == 0.0
+
+
+def test_cli_eval_compare_json(tmp_path):
+    folder = labeled_mini_folder(tmp_path)
+    out = run_cli("eval", "--compare", "rrf_k=60,DENSE_WEIGHT=1", "--json", "--resamples", "500",
+                  tmp_path=folder)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert {"a", "b", "turns", "significance"} <= set(data)
+    assert set(data["a"]) == set(data["b"]) == {"bm25", "dense", "rrf", "full"}
+    assert set(data["a"]["full"]) >= {"ndcg@10", "recall@10", "mrr@10"}
+    assert [t["id"] for t in data["turns"]] == ["t1", "t2", "t3", "t4", "t5", "t6"]
+    assert {"id", "text", "a_ndcg@10", "b_ndcg@10"} <= set(data["turns"][0])
+    assert data["changed"] == {"rrf_k": {"a": 10, "b": 60}, "dense_weight": {"a": 2.0, "b": 1.0}}
+    assert data["significance"]["resamples"] == 500
+    bad = run_cli("eval", "--compare", "rrf_k=abc", tmp_path=folder)
+    assert bad.returncode == 2 and "RRF_K='abc' is not a whole number" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("eval", "--compare", "colour=red", tmp_path=folder)
+    assert bad.returncode == 2 and "unknown setting" in bad.stderr
