@@ -9,8 +9,9 @@ On the corpus at ``CORPUS_PATH`` with its labeled turns (``queries.jsonl`` besid
   call as the pipeline does, pre-tokenized, so the report shows the pipeline's rerank time over the model's own;
 - process cold start to the first answer with a fresh build and with the persisted store (each in a child
   process), indexing throughput (chunks/s) and the peak resident memory;
-- with ``--scale 10000,50000``: the same turns on the corpus replicated to that many sub-chunks. Each distinct
-  text is embedded once and its vector reused for its replicas (the output says so).
+- with ``--scale 50000,1000000``: the same turns on the corpus replicated to that many sub-chunks, with per-branch
+  p50/p95, BM25 and Chroma build times, the peak RSS of each scale and Chroma's size on disk. Each distinct text is
+  embedded once and its vector reused for its replicas (the output says so).
 
 The store is a temporary embedded Chroma folder (deleted afterwards), never the configured ``CHROMA_PATH``.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import math
 import os
@@ -74,8 +76,38 @@ def summary(values: Sequence[float], digits: int = 3) -> dict[str, float]:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set size so far, in MB (Linux reports KiB)."""
+    """This process's peak resident set size so far, in MB (Linux reports KiB); since ``reset_peak_rss`` where
+    that worked."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak-RSS window at the current RSS (Linux: ``5`` to /proc/self/clear_refs), so each scale's peak
+    is its own; False where the kernel does not allow it (the peak is then the process's so far)."""
+    gc.collect()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def disk_usage_mb(path: Path) -> float:
+    """Bytes a folder takes on disk (allocated blocks, as ``du``), in MB."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return round(total / 2**20, 1)
 
 
 def hardware() -> dict[str, Any]:
@@ -92,7 +124,7 @@ def hardware() -> dict[str, Any]:
                 model = line.split(":", 1)[1].strip()
                 break
     versions = {}
-    for name in ("onnxruntime", "chromadb", "rank_bm25"):
+    for name in ("onnxruntime", "chromadb", "rank_bm25", "scipy"):
         try:
             from importlib.metadata import version
 
@@ -417,6 +449,7 @@ def run_scale(settings: Settings, base: Sequence[Chunk], turns: Sequence[str], t
     """The same turns on ``base`` replicated to ``target`` sub-chunks."""
     from retrieval.encoders import load_embedder
 
+    own_peak = reset_peak_rss()
     chunks = replicate_chunks(base, target)
     embedder = MemoEmbedder(load_embedder(settings.embedding_model))
     log(f"scale {len(chunks):,} sub-chunks: building BM25 and the Chroma collection")
@@ -435,7 +468,8 @@ def run_scale(settings: Settings, base: Sequence[Chunk], turns: Sequence[str], t
            "index_s": round(retriever.dense.index_seconds, 2),
            "turn_ms": measured["turn_ms"], "stages_ms": stages, "dense_ms": measured["dense_ms"],
            "levels": measured["levels"],
-           "peak_rss_mb": peak_rss_mb()}
+           "peak_rss_mb": peak_rss_mb(), "peak_rss_scope": "this scale" if own_peak else "the process so far",
+           "chroma_disk_mb": disk_usage_mb(workdir / f"chroma-{target}")}
     del retriever
     shutil.rmtree(workdir / f"chroma-{target}", ignore_errors=True)
     return out
@@ -492,8 +526,24 @@ def format_table(report: dict[str, Any], command: str = "python -m retrieval ben
             f"{_fmt(st['bm25']['p50'])} / {_fmt(row['dense_ms']['p50'])} / {_fmt(row['turn_ms']['p50'])} | "
             f"{_fmt(st['bm25']['p95'])} / {_fmt(row['dense_ms']['p95'])} / {_fmt(row['turn_ms']['p95'])} |")
     if report.get("scale"):
-        lines += ["", f"Scale rows: {report['scale_note']}; dense = query embedding + Chroma query."]
+        lines += ["", f"Scale rows: {report['scale_note']}; dense = query embedding + Chroma query.", ""]
+        lines += format_scale_table(report["scale"])
     return "\n".join(lines)
+
+
+def format_scale_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per scale: per-branch p50 / p95, build times, peak RSS and Chroma's size on disk."""
+    lines = ["| Sub-chunks | BM25 p50 / p95 (ms) | dense p50 / p95 (ms) | full turn p50 / p95 (ms) | BM25 build (s) "
+             "| Chroma index (s) | peak RSS (MB) | Chroma on disk (MB) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        bm25, dense, turn = row["stages_ms"]["bm25"], row["dense_ms"], row["turn_ms"]
+        lines.append(
+            f"| {row['chunks']:,} | {_fmt(bm25['p50'])} / {_fmt(bm25['p95'])} | {_fmt(dense['p50'])} / "
+            f"{_fmt(dense['p95'])} | {_fmt(turn['p50'])} / {_fmt(turn['p95'])} | "
+            f"{_fmt(row['bm25_build_ms'] / 1000, 2)} | {_fmt(row['index_s'], 1)} | {_fmt(row['peak_rss_mb'], 0)} | "
+            f"{_fmt(row.get('chroma_disk_mb'), 1)} |")
+    return lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
