@@ -7,12 +7,13 @@ Gradio 6), as ``app.py`` does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from inspector import handlers, render
+from inspector import compare_view, handlers, render
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
@@ -41,22 +42,27 @@ def build_app() -> gr.Blocks:
         gr.HTML(HEADER, elem_id="banner")
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector"):
-                build_inspector_tab()
+                restore_links = build_inspector_tab()
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
                 build_evaluation_tab()
+        restore_links(app)  # opening a share link restores its state and runs the turn
     return app
 
 
 # ------------------------------------------------------------------------------------------------ the tab
-def build_inspector_tab() -> None:
-    """Create and wire the inspector inside the current Blocks/Tab context."""
+def build_inspector_tab() -> Callable[[gr.Blocks], None]:
+    """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
+    to the app's load event."""
     query, run = _turn_row()
     examples = _examples(query)
     controls = _controls()
+    panel = compare_view.build_panel(control_widget)  # compare mode (off by default) and the share link
     outputs = _results()
     _wire(query, run, examples, controls, outputs)
+    compare_view.wire(panel, query, run, examples, controls, outputs)
+    return lambda app: compare_view.wire_load(app, panel, query, controls, outputs)
 
 
 def _turn_row() -> tuple[gr.Textbox, gr.Button]:
