@@ -7,10 +7,13 @@ does not change a branch list moves. Handlers never raise: a bad turn or a bad s
 
 from __future__ import annotations
 
+import atexit
 import inspect
+import itertools
 import json
 import logging
-import re
+import os
+import shutil
 import tempfile
 import threading
 import time
@@ -42,8 +45,10 @@ CHOICES: dict[str, tuple[str, ...]] = {name: KNOBS[name].choices for name in CON
 
 _BASE: Settings | None = None
 _BASE_LOCK = threading.Lock()
-EXPORT_DIR = Path(tempfile.gettempdir()) / "hybrid-inspector-exports"
-EXPORT_KEEP = 200
+EXPORT_KEEP = 200  # newest exports kept on disk (the whole process, every session)
+_EXPORT_DIR: Path | None = None
+_EXPORT_LOCK = threading.Lock()
+_EXPORT_SEQ = itertools.count(1)
 
 
 def base_settings() -> Settings:
@@ -272,24 +277,49 @@ def turn_record(turn: Turn) -> dict[str, Any]:
     }
 
 
+def export_dir() -> Path:
+    """This process's private export folder: made by ``mkdtemp`` (0700: no other user can list or read it), once per
+    process, removed at exit. It sits in Gradio's cache folder, so Gradio serves an export from there instead of
+    keeping a second copy of every one."""
+    global _EXPORT_DIR
+    with _EXPORT_LOCK:
+        if _EXPORT_DIR is None or not _EXPORT_DIR.is_dir():
+            from gradio.utils import get_upload_folder
+
+            try:
+                cache = Path(get_upload_folder())
+                cache.mkdir(parents=True, exist_ok=True)
+                _EXPORT_DIR = Path(tempfile.mkdtemp(prefix="inspector-exports-", dir=cache))
+            except OSError:  # Gradio's cache folder is not ours to write: a private folder in the system temp
+                _EXPORT_DIR = Path(tempfile.mkdtemp(prefix="inspector-exports-"))
+            atexit.register(shutil.rmtree, _EXPORT_DIR, ignore_errors=True)
+        return _EXPORT_DIR
+
+
 def export_turn(turn: Turn) -> str:
-    """Write the turn's JSON to a temporary file and return its path (for the download button)."""
-    EXPORT_DIR.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", turn.query.lower())[:40].strip("-") or "turn"
-    path = EXPORT_DIR / f"turn-{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{time.perf_counter_ns() % 10**6:06d}.json"
-    path.write_text(json.dumps(turn_record(turn), ensure_ascii=False, indent=2, default=str), encoding="utf-8")
-    _prune_exports()
+    """Write the turn's JSON to a new file (0600, in ``export_dir()``) and return its path for the download button.
+
+    The name carries a time and a sequence number, nothing of the turn; only the newest ``EXPORT_KEEP`` are kept.
+    """
+    folder = export_dir()
+    path = folder / f"turn-{time.strftime('%Y%m%d-%H%M%S')}-{next(_EXPORT_SEQ):06d}.json"
+    data = json.dumps(turn_record(turn), ensure_ascii=False, indent=2, default=str).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), 0o600)  # whatever the umask
+        handle.write(data)
+    _prune_exports(folder)
     return str(path)
 
 
-def _prune_exports() -> None:
+def _prune_exports(folder: Path) -> None:
     files = []
-    for path in EXPORT_DIR.glob("turn-*.json"):
+    for path in folder.glob("turn-*.json"):
         try:
-            files.append((path.stat().st_mtime, path))
-        except FileNotFoundError:  # a concurrent session (or another app on this machine) pruned it meanwhile
+            files.append((path.stat().st_mtime_ns, path.name, path))
+        except FileNotFoundError:  # a concurrent session pruned it meanwhile
             continue
-    for _, old in sorted(files)[:-EXPORT_KEEP]:
+    for *_, old in sorted(files)[:-EXPORT_KEEP]:
         old.unlink(missing_ok=True)
 
 

@@ -28,17 +28,47 @@ HEADER = ('<div class="banner"><h1>Hybrid retrieval inspector</h1>'
           "time (ADR-0022)</span></div>")
 
 
+# Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
+# all of them when the server stops). Exports are also capped at handlers.EXPORT_KEEP and never copied.
+DELETE_CACHE = (3600, 86400)
+# No control takes a file, so Gradio's upload routes are refused outright (RefuseUploads); MAX_FILE_SIZE is the
+# limit Gradio itself applies should an upload control ever be added (and RefuseUploads removed).
+MAX_FILE_SIZE = "1mb"
+UPLOAD_ROUTES = ("/upload", "/process_recording")
+
+
+class RefuseUploads:
+    """ASGI middleware: Gradio's upload routes answer 403, so no anonymous file lands in the cache."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/").endswith(UPLOAD_ROUTES):
+            from starlette.responses import PlainTextResponse
+
+            response = PlainTextResponse("This app takes no file uploads.", status_code=403)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def launch_options() -> dict[str, Any]:
-    """Keyword arguments for ``Blocks.launch``: the inspector's CSS and a theme with local fonts only."""
+    """Keyword arguments for ``Blocks.launch``: the inspector's CSS, a theme with local fonts only, the upload
+    limit and the middleware that refuses uploads."""
+    from starlette.middleware import Middleware
+
     theme = gr.themes.Default(primary_hue="blue", neutral_hue="slate",
                               font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "Consolas", "monospace"])
-    return {"css": CSS, "theme": theme}
+    return {"css": CSS, "theme": theme, "max_file_size": MAX_FILE_SIZE,
+            "app_kwargs": {"middleware": [Middleware(RefuseUploads)]}}
 
 
 def build_app() -> gr.Blocks:
     """The whole page: the Inspector tab, the RRF classroom and the Evaluation tab."""
-    with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False) as app:
+    with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False,
+                   delete_cache=DELETE_CACHE) as app:
         gr.HTML(HEADER, elem_id="banner")
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import re
 import socket
 import threading
@@ -31,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from inspector import handlers
 from inspector.handlers import CONTROLS, TurnView
 from tests.app_server import SHIPPED, AppServer
 
@@ -229,14 +227,8 @@ def app(outside, tmp_path_factory):
     if not SHIPPED.exists() or not QUERIES.exists():
         pytest.skip(f"the load test runs the shipped corpus: {SHIPPED} and {QUERIES} are needed")
     work = tmp_path_factory.mktemp("load")
-    tmp = work / "tmp"  # the app's own temp dir: no other process shares its exports
-    stale = tmp / handlers.EXPORT_DIR.name
-    stale.mkdir(parents=True)
-    # The steady state of a long-running server: the export dir is full, so every turn also prunes one file.
-    for i in range(handlers.EXPORT_KEEP):
-        old = stale / f"turn-stale-{i:03d}.json"
-        old.write_text("{}", encoding="utf-8")
-        os.utime(old, (1_000_000_000 + i, 1_000_000_000 + i))
+    tmp = work / "tmp"  # the app's own temp dir (its exports live in a private folder made at its first turn)
+    tmp.mkdir(parents=True)
     server = AppServer(work, SHIPPED, extra_env={**BUDGETS, "TMPDIR": str(tmp)})
     try:
         server.start()

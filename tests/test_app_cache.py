@@ -1,0 +1,80 @@
+"""The launched app keeps Gradio's cache bounded and takes no anonymous uploads (issue 13, defect 8).
+
+``python app.py`` runs with its own GRADIO_TEMP_DIR (Gradio's cache folder), so every file the app leaves there is
+counted: a turn makes one export in the app's private folder, never a second copy of it elsewhere in the cache,
+and that folder keeps at most ``handlers.EXPORT_KEEP`` (checked in tests/test_exports.py).
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from inspector.handlers import EXPORT_KEEP
+from tests.app_server import MINI, AppServer
+
+TURN = "GlucoSense GS-40 error E-07"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("app-cache")
+    server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio")})
+    try:
+        server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    server.cache = workdir / "gradio"
+    yield server
+    server.stop()
+
+
+def _cached_files(app) -> list:
+    return [p for p in app.cache.rglob("*") if p.is_file()] if app.cache.exists() else []
+
+
+def _upload(url: str, size: int) -> int:
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * size + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(f"{url}gradio_api/upload", data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_anonymous_uploads_are_refused_and_leave_nothing(app):
+    before = set(_cached_files(app))
+    for size in (1_000_000, 10):
+        assert _upload(app.url, size) in (403, 413)
+    assert set(_cached_files(app)) == before
+
+
+def test_reruns_leave_one_file_each_in_the_cache_never_a_copy(app):
+    """Each turn writes one export into the app's private folder inside the cache and Gradio serves it from there:
+    no second copy per turn. With the cap on that folder (tests/test_exports.py) the cache stays bounded."""
+    from gradio_client import Client
+
+    sessions, each = 4, 8
+
+    def session(_: int) -> None:
+        client = Client(app.url, verbose=False, download_files=False)
+        for _ in range(each):
+            client.predict(TURN, api_name="/run_turn")
+
+    before = len(_cached_files(app))
+    with ThreadPoolExecutor(sessions) as pool:
+        list(pool.map(session, range(sessions)))
+    runs = sessions * each
+    files = _cached_files(app)
+    folders = {p.parent for p in files}
+    assert len(files) - before <= runs, f"{len(files) - before} new files in Gradio's cache after {runs} turns"
+    assert len(folders) == 1 and next(iter(folders)).name.startswith("inspector-exports-"), sorted(folders)
+    assert len(files) <= EXPORT_KEEP

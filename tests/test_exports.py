@@ -1,0 +1,57 @@
+"""Turn exports are private: a per-process folder only this user can enter (0700), files only this user can read
+(0600), and names that carry nothing of the turn (issue 13, defect 9)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inspector import handlers
+from tests.app_server import ROOT
+
+SECRET_TURN = "GlucoSense GS-40 error E-07 for Jane Roe"
+
+
+@pytest.fixture()
+def ui(mini_settings):
+    handlers.use_base_settings(mini_settings)
+    yield handlers
+    handlers.use_base_settings(None)
+
+
+def _controls() -> list:
+    values = handlers.default_controls()
+    return [values[name] for name in handlers.CONTROLS]
+
+
+def test_an_export_is_a_0600_file_in_a_0700_folder_with_no_turn_in_its_name(ui):
+    path = Path(ui.run_turn(SECRET_TURN, *_controls()).export)
+    assert json.loads(path.read_text(encoding="utf-8"))["inputs"]["query"] == SECRET_TURN
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600, oct(path.stat().st_mode)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, oct(path.parent.stat().st_mode)
+    for word in ("glucosense", "gs-40", "e-07", "jane", "roe"):
+        assert word not in str(path).lower(), path
+    second = Path(ui.run_turn(SECRET_TURN, *_controls()).export)
+    assert second.parent == path.parent and second != path
+    assert stat.S_IMODE(second.stat().st_mode) == 0o600
+
+
+def test_each_process_gets_its_own_export_folder(ui):
+    mine = Path(ui.run_turn(SECRET_TURN, *_controls()).export).parent
+    other = subprocess.run([sys.executable, "-c", "from inspector import handlers; print(handlers.export_dir())"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert other.returncode == 0, other.stderr[-2000:]
+    theirs = Path(other.stdout.strip().splitlines()[-1])
+    assert theirs != mine and theirs.parent == mine.parent  # siblings under Gradio's cache folder
+
+
+def test_only_the_newest_exports_are_kept(ui, monkeypatch):
+    monkeypatch.setattr(handlers, "EXPORT_KEEP", 3)
+    paths = [Path(ui.run_turn(SECRET_TURN, *_controls()).export) for _ in range(5)]
+    kept = sorted(paths[0].parent.glob("turn-*.json"))
+    assert kept == sorted(paths[-3:]) and not paths[0].exists()
