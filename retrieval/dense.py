@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 _ADD_BATCH = 256
+_EMBED_BLOCK = 16  # sub-chunks per parallel embedding call: the cancel check and the progress step
+_PROGRESS_EVERY = 16
 HTTP_TIMEOUT_S = 30.0  # chromadb's HTTP client waits forever by default; a hung server must not pin a thread forever
 OPENING_MARKER = ".retrieval-opening"
 VERIFY_REEMBED = 8  # reused collections: chunks re-embedded and compared with their stored vectors
@@ -38,6 +40,10 @@ class StoreCorrupted(RuntimeError):
 
 class EmbeddingFailed(RuntimeError):
     """The embedder failed on a sub-chunk while building: the corpus or the model is at fault, not the store."""
+
+
+class IndexingCancelled(RuntimeError):
+    """A build was cancelled between sub-chunks; what it stored is kept and the next open resumes from it."""
 
 
 def chroma_client(path: str | None = None, host: str | None = None, port: int = 8000):
@@ -152,11 +158,15 @@ def stderr_progress(done: int, total: int) -> None:
 
 class DenseStore:
     """A Chroma collection keyed by model + corpus fingerprint, and the chunk embeddings kept in memory for the
-    similarity threshold. A restart with the same corpus and model reuses the collection; a changed one rebuilds.
+    similarity threshold. A restart with the same corpus and model reuses the collection; a changed one rebuilds;
+    a partial one (a cancelled or crashed build: same fingerprint, fewer vectors) resumes.
     """
 
-    def __init__(self, chunks: Sequence[Chunk], embedder: Embedder, client, *, progress: Progress | None = None):
+    def __init__(self, chunks: Sequence[Chunk], embedder: Embedder, client, *, progress: Progress | None = None,
+                 cancel: threading.Event | None = None):
         self.embedder = embedder
+        self.cancel = cancel
+        self.resumed_from = 0
         self.client = client
         self._chunks = list(chunks)
         self._by_id = {c.chunk_id: c for c in self._chunks}
@@ -175,6 +185,7 @@ class DenseStore:
         collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
         ids = [c.chunk_id for c in self._chunks]
         count = collection.count()
+        have: dict[str, np.ndarray] = {}
         if count == len(ids) and len(ids) > 0:
             got = self._read_embeddings(collection, ids)
             problem = "it lacks some of the corpus ids" if got is None else self._verify(collection, got)
@@ -184,32 +195,105 @@ class DenseStore:
             log.warning("Chroma collection %s does not match the corpus (%s); rebuilding it",
                         self.collection_name, problem)
         elif count:
-            log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written or "
-                        "damaged store); rebuilding it", self.collection_name, count, len(ids))
-        if count:
+            # Same fingerprint, fewer vectors: a build that was cancelled or died part-way. Keep what it stored
+            # (if every stored id belongs to this corpus and a sample re-embeds to its stored vector) and embed
+            # only the missing sub-chunks; anything else rebuilds from scratch.
+            have = self._read_present(collection, ids)
+            problem = (f"{count - len(have)} stored ids are not sub-chunks of this corpus" if len(have) != count
+                       else self._verify_sample(have))
+            if problem:
+                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
+                            "rebuilding it", self.collection_name, count, len(ids), problem)
+                have = {}
+            else:
+                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written "
+                            "build); resuming: embedding the %d missing", self.collection_name, count, len(ids),
+                            len(ids) - count)
+        if count and not have:
             self.client.delete_collection(self.collection_name)
             collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
-        start = time.perf_counter()
-        vectors = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
-        progress = progress or stderr_progress
-        for lo in range(0, len(ids), _ADD_BATCH):
-            batch = self._chunks[lo : lo + _ADD_BATCH]
-            for j, chunk in enumerate(batch):
-                try:
-                    vectors[lo + j] = self.embedder.embed_document(chunk.indexed_text)
-                except Exception as exc:
-                    raise EmbeddingFailed(f"embedding sub-chunk {chunk.chunk_id!r} failed "
-                                          f"({type(exc).__name__}: {exc})") from exc
-            collection.add(
-                ids=[c.chunk_id for c in batch],
-                embeddings=vectors[lo : lo + len(batch)],
-                metadatas=[{"parent_id": c.parent_id} for c in batch],
-            )
-            progress(lo + len(batch), len(ids))
-        self.index_seconds = time.perf_counter() - start
+        self.embeddings = self._embed_missing(collection, have, progress or stderr_progress)
         self.built = True
-        self.embeddings = vectors
         return collection
+
+    def _embed_missing(self, collection, have: dict[str, np.ndarray], progress: Progress) -> np.ndarray:
+        """Embed every sub-chunk not in ``have`` (one sequence per model call) and add it to the collection in
+        batches; ``cancel`` is checked between sub-chunks, and what was embedded before a cancel is stored first,
+        so the next open resumes from it."""
+        start = time.perf_counter()
+        vectors = np.zeros((len(self._chunks), self.embedder.dim), dtype=np.float32)
+        for i, chunk in enumerate(self._chunks):
+            if chunk.chunk_id in have:
+                vectors[i] = have[chunk.chunk_id]
+        missing = [i for i, c in enumerate(self._chunks) if c.chunk_id not in have]
+        done, total = len(have), len(self._chunks)
+        self.resumed_from = done
+        pending: list[int] = []
+
+        def flush() -> None:
+            if pending:
+                batch = [self._chunks[i] for i in pending]
+                collection.add(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
+                               metadatas=[{"parent_id": c.parent_id} for c in batch])
+                pending.clear()
+
+        many = getattr(self.embedder, "embed_documents", None)  # parallel one-sequence calls (the ONNX models)
+        step = _EMBED_BLOCK if many is not None else 1
+        for lo in range(0, len(missing), step):
+            if self.cancel is not None and self.cancel.is_set():
+                flush()
+                raise IndexingCancelled(f"indexing cancelled after {done:,} of {total:,} sub-chunks; the "
+                                        "vectors stored so far are kept and the next open resumes from them")
+            block = missing[lo : lo + step]
+            try:
+                if many is not None:
+                    vectors[block] = many([self._chunks[i].indexed_text for i in block])
+                else:
+                    vectors[block[0]] = self.embedder.embed_document(self._chunks[block[0]].indexed_text)
+            except Exception as exc:
+                raise EmbeddingFailed(self._name_failure(block, exc)) from exc
+            pending.extend(block)
+            done += len(block)
+            if len(pending) >= _ADD_BATCH or lo + step >= len(missing):
+                flush()
+            if step > 1 or done % _PROGRESS_EVERY == 0 or done == total:
+                progress(done, total)
+        self.index_seconds = time.perf_counter() - start
+        return vectors
+
+    def _name_failure(self, block: list[int], exc: Exception) -> str:
+        """Which sub-chunk the embedder failed on (a failed block is retried one text at a time to find it)."""
+        for i in block if len(block) > 1 else ():
+            try:
+                self.embedder.embed_document(self._chunks[i].indexed_text)
+            except Exception as one:
+                block, exc = [i], one
+                break
+        return (f"embedding sub-chunk {self._chunks[block[0]].chunk_id!r} failed ({type(exc).__name__}: {exc})")
+
+    def _read_present(self, collection, ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of this corpus's ids (those present)."""
+        rows: dict[str, np.ndarray] = {}
+        for lo in range(0, len(ids), 1000):
+            got = collection.get(ids=ids[lo : lo + 1000], include=["embeddings"])
+            for cid, emb in zip(got["ids"], got["embeddings"]):
+                rows[cid] = np.asarray(emb, dtype=np.float32)
+        return rows
+
+    def _verify_sample(self, have: dict[str, np.ndarray]) -> str:
+        """Why the vectors of a partial collection cannot be kept ("" if they can): not unit length, or a sample
+        that does not re-embed to its stored vector."""
+        present = [c for c in self._chunks if c.chunk_id in have]
+        stored = np.stack([have[c.chunk_id] for c in present])
+        bad = np.flatnonzero(np.abs(np.linalg.norm(stored, axis=1) - 1.0) > 1e-2)
+        if bad.size:
+            return f"{bad.size} stored vectors are not unit length, e.g. {present[bad[0]].chunk_id!r}"
+        for i in np.unique(np.linspace(0, len(present) - 1, min(len(present), VERIFY_REEMBED)).astype(int)):
+            cosine = float(np.dot(self.embedder.embed_document(present[i].indexed_text), stored[i]))
+            if cosine < 0.999:
+                return (f"the stored vector of {present[i].chunk_id!r} is not its text's embedding "
+                        f"(cosine {cosine:.3f})")
+        return ""
 
     def _verify(self, collection, stored: np.ndarray) -> str:
         """Why a reused collection cannot be trusted ("" if it can): vectors that are not unit length (damaged
@@ -264,18 +348,21 @@ class DenseStore:
 
 # ------------------------------------------------------------------------------------------ the branch
 def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str, chroma_host: str | None = None,
-               chroma_port: int = 8000, progress: Progress | None = None) -> DenseStore:
+               chroma_port: int = 8000, progress: Progress | None = None,
+               cancel: threading.Event | None = None) -> DenseStore:
     """The dense store for ``chunks`` on a Chroma server (``chroma_host``) or embedded at ``chroma_path``.
 
     An embedded store that cannot be opened (corrupted or half-written files) is moved aside, nothing deleted, and
-    rebuilt from the corpus; a failing embedder is re-raised as it is (moving the store would not help).
+    rebuilt from the corpus; a failing embedder is re-raised as it is (moving the store would not help), and so is
+    a cancel (``IndexingCancelled``: what was stored is kept for the next open to resume).
     """
     if chroma_host:
-        return DenseStore(chunks, embedder, chroma_client(host=chroma_host, port=chroma_port), progress=progress)
+        return DenseStore(chunks, embedder, chroma_client(host=chroma_host, port=chroma_port), progress=progress,
+                          cancel=cancel)
     try:
         with opening_guard(chroma_path):  # survives a crash inside Chroma on damaged files
-            return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress)
-    except EmbeddingFailed:
+            return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress, cancel=cancel)
+    except (EmbeddingFailed, IndexingCancelled):
         raise
     except Exception as exc:
         stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
@@ -287,7 +374,7 @@ def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str,
         if Path(chroma_path).exists():
             shutil.move(chroma_path, aside)
         with opening_guard(chroma_path):
-            return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress)
+            return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress, cancel=cancel)
 
 
 class DenseBranch:
@@ -297,8 +384,9 @@ class DenseBranch:
     """
 
     def __init__(self, chunks: Sequence[Chunk], settings: Settings, *, embedder: Embedder | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, cancel: threading.Event | None = None) -> None:
         self.chunks = chunks
+        self._cancel = cancel
         self.settings = settings
         self.embedder = embedder
         self.store: DenseStore | None = None
@@ -326,8 +414,10 @@ class DenseBranch:
             return
         try:
             self.store = open_store(self.chunks, self.embedder, chroma_path=s.chroma_path, chroma_host=s.chroma_host,
-                                    chroma_port=s.chroma_port, progress=self._progress)
+                                    chroma_port=s.chroma_port, progress=self._progress, cancel=self._cancel)
             self.error = ""
+        except IndexingCancelled:
+            raise  # the caller asked to stop: no retriever is built from a partial store
         except Exception as exc:
             where = f"Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
             self.error = f"{where} unavailable ({type(exc).__name__}: {exc})"

