@@ -218,29 +218,35 @@ class Registry:
         return self.load(entry), True
 
     def delete(self, name: str) -> str:
-        """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections.
+        """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections (see
+        ``delete_corpus``)."""
+        return delete_corpus(self, name)
 
-        Raises:
-            ValueError: the shipped cards or a data-root folder (not ours to delete), or an unknown name.
-        """
-        entry = self.get(name)
-        if entry.kind != "indexed":
-            raise ValueError(f"{entry.name!r} is {'the shipped corpus' if entry.kind == SHIPPED else 'a folder under the data root'}; "
-                             "only corpora uploaded or indexed here can be deleted.")
-        job = job_for_entry(entry.name)
-        if job is not None and job.running:
-            raise ValueError(f"{entry.name!r} is being indexed; cancel the job first.")
-        dropped = drop_collections(self.settings, self.load(entry).chunks) if Path(entry.source).exists() else 0
-        with _REGISTRY_LOCK:
-            self._write([r for r in self._read() if r["name"] != entry.name])
-        source = Path(entry.source)
-        if source.is_file() and (self.data_dir / UPLOADS).resolve() in source.resolve().parents:
-            source.unlink()
-        forget_retrievers(f"corpus:{entry.fingerprint}")
-        with _JOBS_LOCK:
-            for key in [k for k, j in _JOBS.items() if j.name == entry.name]:
-                _JOBS.pop(key)
-        return f"deleted {entry.name} ({dropped} Chroma collection{'s' if dropped != 1 else ''} removed)"
+
+def delete_corpus(self: Registry, name: str) -> str:
+    """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections.
+
+    Raises:
+        ValueError: the shipped cards or a data-root folder (not ours to delete), or an unknown name.
+    """
+    entry = self.get(name)
+    if entry.kind != "indexed":
+        raise ValueError(f"{entry.name!r} is {'the shipped corpus' if entry.kind == SHIPPED else 'a folder under the data root'}; "
+                         "only corpora uploaded or indexed here can be deleted.")
+    job = job_for_entry(entry.name)
+    if job is not None and job.running:
+        raise ValueError(f"{entry.name!r} is being indexed; cancel the job first.")
+    dropped = drop_collections(self.settings, self.load(entry).chunks) if Path(entry.source).exists() else 0
+    with _REGISTRY_LOCK:
+        self._write([r for r in self._read() if r["name"] != entry.name])
+    source = Path(entry.source)
+    if source.is_file() and (self.data_dir / UPLOADS).resolve() in source.resolve().parents:
+        source.unlink()
+    forget_retrievers(f"corpus:{entry.fingerprint}")
+    with _JOBS_LOCK:
+        for key in [k for k, j in _JOBS.items() if j.name == entry.name]:
+            _JOBS.pop(key)
+    return f"deleted {entry.name} ({dropped} Chroma collection{'s' if dropped != 1 else ''} removed)"
 
 
 # ------------------------------------------------------------------------------------------------ stores

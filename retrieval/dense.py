@@ -156,65 +156,13 @@ def stderr_progress(done: int, total: int) -> None:
     print(f"embedding chunks into Chroma: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-class DenseStore:
-    """A Chroma collection keyed by model + corpus fingerprint, and the chunk embeddings kept in memory for the
-    similarity threshold. A restart with the same corpus and model reuses the collection; a changed one rebuilds;
-    a partial one (a cancelled or crashed build: same fingerprint, fewer vectors) resumes.
-    """
+class _ResumableBuild:
+    """The build half of ``DenseStore``: embed the sub-chunks a collection lacks (all of them for a new one) and
+    check that a partial collection's vectors can be kept."""
 
-    def __init__(self, chunks: Sequence[Chunk], embedder: Embedder, client, *, progress: Progress | None = None,
-                 cancel: threading.Event | None = None):
-        self.embedder = embedder
-        self.cancel = cancel
-        self.resumed_from = 0
-        self.client = client
-        self._chunks = list(chunks)
-        self._by_id = {c.chunk_id: c for c in self._chunks}
-        self.fingerprint = fingerprint(self._chunks, embedder.name)
-        self.collection_name = f"chunks-{self.fingerprint}"
-        self.built = False
-        self.index_seconds = 0.0
-        self.collection = self._open_or_build(progress)
-        self._row = {c.chunk_id: i for i, c in enumerate(self._chunks)}
-
-    def __len__(self) -> int:
-        return len(self._chunks)
-
-    def _open_or_build(self, progress: Progress | None):
-        metadata = {"hnsw:space": "cosine", "model": self.embedder.name, "fingerprint": self.fingerprint}
-        collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
-        ids = [c.chunk_id for c in self._chunks]
-        count = collection.count()
-        have: dict[str, np.ndarray] = {}
-        if count == len(ids) and len(ids) > 0:
-            got = self._read_embeddings(collection, ids)
-            problem = "it lacks some of the corpus ids" if got is None else self._verify(collection, got)
-            if not problem:
-                self.embeddings = got
-                return collection
-            log.warning("Chroma collection %s does not match the corpus (%s); rebuilding it",
-                        self.collection_name, problem)
-        elif count:
-            # Same fingerprint, fewer vectors: a build that was cancelled or died part-way. Keep what it stored
-            # (if every stored id belongs to this corpus and a sample re-embeds to its stored vector) and embed
-            # only the missing sub-chunks; anything else rebuilds from scratch.
-            have = self._read_present(collection, ids)
-            problem = (f"{count - len(have)} stored ids are not sub-chunks of this corpus" if len(have) != count
-                       else self._verify_sample(have))
-            if problem:
-                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
-                            "rebuilding it", self.collection_name, count, len(ids), problem)
-                have = {}
-            else:
-                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written "
-                            "build); resuming: embedding the %d missing", self.collection_name, count, len(ids),
-                            len(ids) - count)
-        if count and not have:
-            self.client.delete_collection(self.collection_name)
-            collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
-        self.embeddings = self._embed_missing(collection, have, progress or stderr_progress)
-        self.built = True
-        return collection
+    _chunks: list[Chunk]
+    embedder: Embedder
+    cancel: threading.Event | None
 
     def _embed_missing(self, collection, have: dict[str, np.ndarray], progress: Progress) -> np.ndarray:
         """Embed every sub-chunk not in ``have`` (one sequence per model call) and add it to the collection in
@@ -294,6 +242,67 @@ class DenseStore:
                 return (f"the stored vector of {present[i].chunk_id!r} is not its text's embedding "
                         f"(cosine {cosine:.3f})")
         return ""
+
+
+class DenseStore(_ResumableBuild):
+    """A Chroma collection keyed by model + corpus fingerprint, and the chunk embeddings kept in memory for the
+    similarity threshold. A restart with the same corpus and model reuses the collection; a changed one rebuilds;
+    a partial one (a cancelled or crashed build: same fingerprint, fewer vectors) resumes.
+    """
+
+    def __init__(self, chunks: Sequence[Chunk], embedder: Embedder, client, *, progress: Progress | None = None,
+                 cancel: threading.Event | None = None):
+        self.embedder = embedder
+        self.cancel = cancel
+        self.resumed_from = 0
+        self.client = client
+        self._chunks = list(chunks)
+        self._by_id = {c.chunk_id: c for c in self._chunks}
+        self.fingerprint = fingerprint(self._chunks, embedder.name)
+        self.collection_name = f"chunks-{self.fingerprint}"
+        self.built = False
+        self.index_seconds = 0.0
+        self.collection = self._open_or_build(progress)
+        self._row = {c.chunk_id: i for i, c in enumerate(self._chunks)}
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def _open_or_build(self, progress: Progress | None):
+        metadata = {"hnsw:space": "cosine", "model": self.embedder.name, "fingerprint": self.fingerprint}
+        collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
+        ids = [c.chunk_id for c in self._chunks]
+        count = collection.count()
+        have: dict[str, np.ndarray] = {}
+        if count == len(ids) and len(ids) > 0:
+            got = self._read_embeddings(collection, ids)
+            problem = "it lacks some of the corpus ids" if got is None else self._verify(collection, got)
+            if not problem:
+                self.embeddings = got
+                return collection
+            log.warning("Chroma collection %s does not match the corpus (%s); rebuilding it",
+                        self.collection_name, problem)
+        elif count:
+            # Same fingerprint, fewer vectors: a build that was cancelled or died part-way. Keep what it stored
+            # (if every stored id belongs to this corpus and a sample re-embeds to its stored vector) and embed
+            # only the missing sub-chunks; anything else rebuilds from scratch.
+            have = self._read_present(collection, ids)
+            problem = (f"{count - len(have)} stored ids are not sub-chunks of this corpus" if len(have) != count
+                       else self._verify_sample(have))
+            if problem:
+                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
+                            "rebuilding it", self.collection_name, count, len(ids), problem)
+                have = {}
+            else:
+                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written "
+                            "build); resuming: embedding the %d missing", self.collection_name, count, len(ids),
+                            len(ids) - count)
+        if count and not have:
+            self.client.delete_collection(self.collection_name)
+            collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
+        self.embeddings = self._embed_missing(collection, have, progress or stderr_progress)
+        self.built = True
+        return collection
 
     def _verify(self, collection, stored: np.ndarray) -> str:
         """Why a reused collection cannot be trusted ("" if it can): vectors that are not unit length (damaged
