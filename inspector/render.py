@@ -199,6 +199,17 @@ def render_branch(result: RetrievalResult, stage: Literal["bm25", "dense"], chun
     return f'<div class="col col-{stage}">{_head(stage, chip, chip_class)}<div class="rows">{"".join(body)}</div></div>'
 
 
+def weight_evidence_text(ev: Mapping[str, object]) -> str:
+    """The branch evidence behind adaptive weights, one line: the numbers the rule read."""
+    parts = [f"BM25 coverage {float(ev.get('coverage', 0.0)):.0%}",
+             f"{ev.get('matched', 0)}/{ev.get('terms', 0)} turn terms in the index",
+             f"BM25 top-10 drop {float(ev.get('bm25_gap', 0.0)):.0%}",
+             f"dense top-10 gap {float(ev.get('dense_gap', 0.0)):.3f}",
+             f"top-10 overlap {ev.get('overlap', 0)}/10",
+             f"language {ev.get('language', '?')}" + (" (English-only embedder)" if ev.get("english_only") else "")]
+    return "branch evidence: " + " · ".join(parts)
+
+
 def render_fused(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: Mapping[str, str],
                  terms: frozenset[str], common: frozenset[str] = frozenset()) -> str:
     """The fused column: each candidate's branch ranks, contributions and the RRF arithmetic."""
@@ -215,6 +226,9 @@ def render_fused(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
     if not body:
         body.append(_empty_list("nothing to fuse: no branch returned a list"))
     note = f'<div class="note">{esc(result.weight_reason)}</div>' if getattr(result, "weight_reason", "") else ""
+    evidence = getattr(result, "weight_evidence", None)
+    if evidence:
+        note += f'<div class="note evidence">{esc(weight_evidence_text(evidence))}</div>'
     return (f'<div class="col col-rrf">{_head("rrf", chip, "ok" if result.fused else "bad")}{note}'
             f'<div class="rows">{"".join(body)}</div></div>')
 

@@ -30,7 +30,7 @@ from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, without_co
 from retrieval.rerank import rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FusedHit, Hit, RerankedHit, RetrievalResult
-from retrieval.weighting import choose_weights
+from retrieval.weighting import weigh_turn
 
 __all__ = ["MAX_QUERY_CHARS", "REFUSAL", "HybridRetriever", "QueryError", "clean_query", "get_retriever"]
 
@@ -124,7 +124,7 @@ class HybridRetriever:
 
         # 2. Fusion over the branches that ran (one usable branch fuses to its own order).
         start = time.perf_counter()
-        turn_weights = choose_weights(query, s.bm25_weight, s.dense_weight, s.query_weighting)
+        turn_weights = weigh_turn(query, s, bm25, dense, self.bm25_index)
         weights = turn_weights.as_dict()
         fused = fuse_branches([b for b in (bm25, dense) if b.usable], weights, self.parent_of, fusion=s.fusion,
                               k=s.rrf_k)
@@ -160,6 +160,7 @@ class HybridRetriever:
                                fused=tuple(fused), reranked=tuple(reranked), final=tuple(final), cut=tuple(cut),
                                consensus=consensus, timings_ms={k: round(v, 3) for k, v in timings.items()},
                                settings=s.to_dict(), weights=weights, weight_reason=turn_weights.reason,
+                               weight_evidence=turn_weights.evidence,
                                reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""))
 
     def _branches(self, query: str, s: Settings, timings: dict[str, float]) -> tuple[BranchResult, BranchResult]:

@@ -126,7 +126,8 @@ class Settings:
         fusion: ``FUSION``: ``rrf`` (weighted Reciprocal Rank Fusion) or ``convex`` (weighted sum of min-max
             normalised branch scores).
         query_weighting: ``QUERY_WEIGHTING``: ``auto`` shifts the branch weights per turn (codes, digits, units,
-            quotes and rare terms lean to BM25; long plain-language turns lean to dense); ``off`` keeps them.
+            quotes and rare terms lean to BM25; long plain-language turns lean to dense); ``off`` keeps them;
+            ``adaptive`` is ``auto`` then moved by what the branch lists say (``retrieval.weighting``).
         rerank_mode: ``RERANK_MODE``: ``replace`` (the cross-encoder's order replaces the fused order of the head it
             scored) or ``rrf`` (its ranking is fused with the fused ranking, weight ``RERANK_WEIGHT``).
         context_token_budget: ``CONTEXT_TOKEN_BUDGET``, approximate tokens of final cards handed to the language
@@ -163,8 +164,8 @@ class Settings:
                                label="BM25 tokens (snowball = stemmed per language)")
     fusion: str = knob("rrf", "FUSION", "choice", choices=("rrf", "convex"),
                        label="Fusion (rrf = ranks; convex = min-max scores)")
-    query_weighting: str = knob("auto", "QUERY_WEIGHTING", "choice", choices=("auto", "off"),
-                                label="Query-aware weights (codes/units lean to BM25)")
+    query_weighting: str = knob("auto", "QUERY_WEIGHTING", "choice", choices=("auto", "off", "adaptive"),
+                                label="Query-aware weights (codes/units; adaptive: + branch evidence)")
     rerank_mode: str = knob("rrf", "RERANK_MODE", "choice", choices=("rrf", "replace"),
                             label="Rerank (rrf = blend with fused order; replace)")
     rerank_weight: float = knob(0.5, "RERANK_WEIGHT", "float", lo=0.0, hi=10.0,

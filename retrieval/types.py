@@ -119,6 +119,7 @@ class RetrievalResult:
     reranker_status: str = ""
     weights: dict[str, float] = field(default_factory=dict)
     weight_reason: str = ""
+    weight_evidence: dict[str, Any] = field(default_factory=dict)  # QUERY_WEIGHTING=adaptive: the signals
 
     @property
     def refused(self) -> bool:

@@ -8,10 +8,11 @@ Rows (cumulative unless marked "instead"):
 3. + k=10;
 4. + dense weight 2;
 5. + query-aware weights (codes, units and quotes lean to BM25): the shipped ``rrf`` default;
-6. convex fusion of min-max scores instead of RRF (Bruch et al., 2023), same weights;
-7-9. the cross-encoder: over the defaults blended with the fused order (RRF of the two orders, the default
-   ``RERANK_MODE=rrf``), over the defaults replacing the fused order, and over the ADR recipe (cheapest first:
-   the first two share their cross-encoder calls).
+6. + branch-evidence weights (``QUERY_WEIGHTING=adaptive``: BM25's coverage of the turn, the turn's language);
+7. convex fusion of min-max scores instead of RRF (Bruch et al., 2023), the weights of row 5;
+8-11. the cross-encoder: over the defaults blended with the fused order (RRF of the two orders, the default
+   ``RERANK_MODE=rrf``), the same with adaptive weights (when they are not the default), over the defaults
+   replacing the fused order, and over the ADR recipe (cheapest first: they share their cross-encoder calls).
 
 All rows share one retriever, so branch lists, embeddings and cross-encoder scores are computed once.
 """
@@ -48,8 +49,12 @@ def ablation_rows(defaults: Settings) -> list[tuple[str, str, dict[str, Any]]]:
         ("+ k=10", "rrf", k10),
         ("+ dense weight 2", "rrf", dense2),
         ("+ query-aware weights", "rrf", auto),
+        ("+ branch-evidence weights (adaptive)", "rrf", {**auto, "query_weighting": "adaptive"}),
         ("  convex min-max fusion instead of RRF", "rrf", {**auto, "fusion": "convex"}),
         ("defaults + cross-encoder blended with the fused order", "full", {**tuned, "rerank_mode": "rrf"}),
+        *([("  the same with branch-evidence weights (adaptive)", "full",
+            {**tuned, "rerank_mode": "rrf", "query_weighting": "adaptive"})]
+          if defaults.query_weighting != "adaptive" else []),
         ("defaults + cross-encoder replacing the fused order", "full", {**tuned, "rerank_mode": "replace"}),
         ("ADR recipe + cross-encoder (replaces the fused order)", "full", {**adr, "rerank_mode": "replace"}),
     ]
