@@ -12,7 +12,8 @@ import concurrent.futures as cf
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
 from retrieval.dense import DenseBranch, DenseStore, Progress
 from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
-from retrieval.parents import finalize
+from retrieval.parents import best_per_parent, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, without_controls
+from retrieval.refusal import Candidate, RefusalDecision, RefusalThresholds, Vocabulary, decide, gather
 from retrieval.rerank import rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FusedHit, Hit, RerankedHit, RetrievalResult
@@ -68,6 +70,7 @@ class HybridRetriever:
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
         self._bm25_indexes = {self.bm25.tokenizer: self.bm25}
         self._bm25_lock = threading.Lock()
+        self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
         self._cache = LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
         self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel)
 
@@ -94,6 +97,13 @@ class HybridRetriever:
                 self._bm25_indexes[tokenizer] = BM25Index(self.chunks, tokenizer)
             return self._bm25_indexes[tokenizer]
 
+    def refusal_vocabulary(self) -> Vocabulary:
+        """The words and identifiers of the chunk texts, for the refusal rule's vocabulary tests (built once)."""
+        with self._bm25_lock:
+            if self._vocabulary is None:
+                self._vocabulary = Vocabulary.from_texts(c.indexed_text for c in self.chunks)
+            return self._vocabulary
+
     # ---------------------------------------------------------------------------------------------- public
     def retrieve(self, query: str, settings: Settings | None = None) -> RetrievalResult:
         """Run one turn. Never raises for a bad turn or a failed model: the result says what happened."""
@@ -107,7 +117,8 @@ class HybridRetriever:
                                 ("retrieval.tokenizer", s.bm25_tokenizer), ("retrieval.fusion", s.fusion),
                                 ("retrieval.rerank_mode", s.rerank_mode),
                                 ("retrieval.weight_reason", result.weight_reason),
-                                ("retrieval.final_count", len(result.final))):
+                                ("retrieval.final_count", len(result.final)),
+                                ("retrieval.refusal_reason", result.refusal.reason if result.refusal else "")):
                 span.set_attribute(name, value)
             return result
 
@@ -134,34 +145,65 @@ class HybridRetriever:
         # 3. Level of service, then reranking of the fused head (the unscored tail keeps its fused order).
         path, reasons = _level(bm25, dense)
         reranked: list[RerankedHit] = []
+        rerank_why = "the dense-only path does not rerank" if path == "dense_only" else ""
         candidates: list[Hit | FusedHit | RerankedHit] = list(fused)
         if path in {"full", "bm25_only"} and fused:
             ranked, why, timings["rerank"] = rerank(query, fused, s, lambda cid: self.by_id[cid].indexed_text,
                                                     self._cache)
             if ranked is None:
                 reasons.append(why)
+                rerank_why = why
                 path = "rrf_only" if path == "full" else path
             else:
                 reranked = ranked
                 candidates = [*ranked, *fused[len(ranked):]]
 
-        # 4. Parent dedup -> top_k -> minimum similarity; nothing left is a refusal.
+        # 4. Parent dedup -> top_k -> minimum similarity -> the refusal rule; nothing left is a refusal.
         start = time.perf_counter()
         similarity, threshold_note = self.dense_branch.similarity_to(query, self._cache)
         final, cut = finalize(candidates, s.top_k, s.min_similarity, similarity)
         timings["dedup_threshold"] = (time.perf_counter() - start) * 1000
+        decision = None
+        if s.refusal_rule == "evidence" and path != "no_match" and candidates:
+            start = time.perf_counter()
+            missing = {"cross-encoder": rerank_why, "cosine": threshold_note}
+            decision = self._refusal(query, path, candidates, reranked, bm25, dense, similarity, missing, s)
+            timings["refusal"] = (time.perf_counter() - start) * 1000
+            if decision.refused:
+                cut = [replace(h, rank=0, kept=False, cut_reason=f"refused: {decision.reason}") for h in final] + cut
+                final = []
         if threshold_note:
             reasons.append(threshold_note)
         if path != "no_match" and not final:
             path = "no_match"
-            reasons.insert(0, "no candidate passed the similarity threshold" if fused else "no candidate found")
+            if decision is not None and decision.refused:
+                reasons.insert(0, f"refused by the evidence rule: {decision.reason}")
+            else:
+                reasons.insert(0, "no candidate passed the similarity threshold" if fused else "no candidate found")
         timings["total"] = (time.perf_counter() - t0) * 1000
         return RetrievalResult(query=query, hybrid_path=path, reason=_describe(path, reasons), bm25=bm25, dense=dense,
                                fused=tuple(fused), reranked=tuple(reranked), final=tuple(final), cut=tuple(cut),
                                consensus=consensus, timings_ms={k: round(v, 3) for k, v in timings.items()},
                                settings=s.to_dict(), weights=weights, weight_reason=turn_weights.reason,
                                weight_evidence=turn_weights.evidence,
-                               reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""))
+                               reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""),
+                               refusal=decision)
+
+    def _refusal(self, query: str, path: str, candidates: Sequence[Hit | FusedHit | RerankedHit],
+                 reranked: Sequence[RerankedHit], bm25: BranchResult, dense: BranchResult,
+                 similarity: Callable[[str], float] | None, missing: dict[str, str], s: Settings) -> RefusalDecision:
+        """The refusal rule (``retrieval.refusal``) on the top_k cards before the cosine cut, with every branch's
+        evidence; ``missing`` says why the cross-encoder or the cosine is unavailable."""
+        logits = {h.chunk_id: h.score for h in reranked}
+        cards = [Candidate(h.parent_id, h.chunk_id, self.by_id[h.chunk_id].indexed_text,
+                           similarity(h.chunk_id) if similarity is not None else None, logits.get(h.chunk_id))
+                 for h in best_per_parent(candidates)[: s.top_k]]
+        both = bm25.usable and dense.usable
+        evidence = gather(query, path, cards, self.refusal_vocabulary(),
+                          [h.parent_id for h in bm25.hits] if both else None,
+                          [h.parent_id for h in dense.hits] if both else None,
+                          {name: why for name, why in missing.items() if why})
+        return decide(evidence, refusal_thresholds(s))
 
     def _branches(self, query: str, s: Settings, timings: dict[str, float]) -> tuple[BranchResult, BranchResult]:
         """Run BM25 and dense concurrently on their stage pools; each result says whether it ran, and why not."""
@@ -213,6 +255,15 @@ def _level(bm25: BranchResult, dense: BranchResult) -> tuple[str, list[str]]:
     if bm25.usable:
         return "bm25_only", [dense.reason]
     return "no_match", ["; ".join(r for r in (bm25.reason, dense.reason) if r) or "no branch ran"]
+
+
+def refusal_thresholds(s: Settings) -> RefusalThresholds:
+    """The refusal rule's thresholds from the settings: the cosine ones are MIN_SIMILARITY plus a margin, so they
+    follow the embedding model's cosine scale."""
+    return RefusalThresholds(min_cross_encoder=s.refusal_min_cross_encoder,
+                             min_rescue_cosine=round(s.min_similarity + s.refusal_rescue_margin, 6),
+                             min_fallback_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
+                             min_dense_only_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6))
 
 
 def _describe(path: str, reasons: list[str]) -> str:

@@ -210,6 +210,9 @@ def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: V
     """The evidence for one turn from its top_k candidates (best first) and each branch's card ids (None when
     that branch did not run). ``missing`` says why a piece is unavailable (e.g. why the reranker did not run)."""
     missing = dict(missing or {})
+    if vocabulary is not None and not vocabulary.df:
+        vocabulary = None  # nothing to compare the turn's words with
+        missing.setdefault("vocabulary", "the cards have no words")
     logits = [c.cross_encoder for c in candidates if c.cross_encoder is not None]
     cosines = [c.cosine for c in candidates if c.cosine is not None]
     top = candidates[0] if candidates else None
@@ -320,9 +323,11 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
         known_sentence = "the turn has no word to search for (only stop words, punctuation or single letters)"
     elif n_known >= t.min_known_words:
         known_sentence = f"{n_known} of the turn's {len(lex.words)} words occur in the cards ({_quote(lex.known)})"
+    elif n_known == 0:
+        known_sentence = f"none of the turn's words occurs in any card ({_quote(lex.words)})"
     else:
-        known_sentence = (f"{n_known} of the turn's words occur in the cards, fewer than {t.min_known_words} "
-                          f"(not found: {_quote(lex.words)})")
+        known_sentence = (f"only {n_known} of the turn's words occur in the cards ({_quote(lex.known)}), fewer "
+                          f"than {t.min_known_words}")
     tests = [RefusalTest("known words", float(n_known), float(t.min_known_words), n_known >= t.min_known_words,
                          known_sentence)]
     unknown = lex.unknown_identifiers

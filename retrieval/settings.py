@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER, DEFAULT_MIN_FALLBACK_COSINE, DEFAULT_MIN_RESCUE_COSINE
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_EMBEDDING_MODEL = "bge-small-en-v1.5"
@@ -25,6 +27,11 @@ DEFAULT_MIN_SIMILARITY = {
     "all-MiniLM-L6-v2": 0.25,
     "multilingual-e5-small": 0.81,
 }
+
+# The refusal rule's defaults (scripts/tune_refusal.py, tuned with bge-small-en-v1.5 and the bundled
+# cross-encoder): the cosine thresholds 0.64 and 0.59 are MIN_SIMILARITY 0.55 plus these margins.
+DEFAULT_RESCUE_MARGIN = round(DEFAULT_MIN_RESCUE_COSINE - 0.55, 6)
+DEFAULT_FALLBACK_MARGIN = round(DEFAULT_MIN_FALLBACK_COSINE - 0.55, 6)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -132,6 +139,15 @@ class Settings:
             scored) or ``rrf`` (its ranking is fused with the fused ranking, weight ``RERANK_WEIGHT``).
         context_token_budget: ``CONTEXT_TOKEN_BUDGET``, approximate tokens of final cards handed to the language
             model (see ``retrieval.context``); cards that do not fit are dropped and listed.
+        refusal_rule: ``REFUSAL_RULE``: ``evidence`` refuses a turn by ``retrieval.refusal``'s tests (words known to
+            the cards, unknown codes, the best cross-encoder score, the cosine, the branches' agreement), each
+            reported on the result; ``cosine`` refuses only when no card reaches MIN_SIMILARITY (the rule before).
+        refusal_min_cross_encoder: ``REFUSAL_MIN_CROSS_ENCODER``, the best cross-encoder logit that answers a turn
+            (tuned for the bundled ms-marco-MiniLM-L-12-v2; another reranker has its own scale).
+        refusal_rescue_margin / refusal_fallback_margin: ``REFUSAL_RESCUE_MARGIN`` / ``REFUSAL_FALLBACK_MARGIN``,
+            added to MIN_SIMILARITY: the cosine that rescues a low cross-encoder score (with a word of the turn in
+            the top card), and the cosine a turn needs when the cross-encoder did not run (``rrf_only``,
+            ``dense_only``). Relative, so they follow each embedding model's cosine scale.
         data_dir: ``DATA_DIR``, the git-ignored folder for uploaded corpora and their registry (``data/``).
         data_root: ``DATA_ROOT``, where BEIR-layout folders are offered as corpora (default ``../shared/eval``).
     """
@@ -172,6 +188,12 @@ class Settings:
                                 label="Cross-encoder weight in the blend", step=0.1)
     context_token_budget: int = knob(1000, "CONTEXT_TOKEN_BUDGET", "int", lo=1, hi=1_000_000,
                                      label="Context token budget", step=50)
+    refusal_rule: str = knob("evidence", "REFUSAL_RULE", "choice", choices=("evidence", "cosine"))
+    refusal_min_cross_encoder: float = knob(DEFAULT_MIN_CROSS_ENCODER, "REFUSAL_MIN_CROSS_ENCODER", "float",
+                                            lo=-50.0, hi=50.0)
+    refusal_rescue_margin: float = knob(DEFAULT_RESCUE_MARGIN, "REFUSAL_RESCUE_MARGIN", "float", lo=-2.0, hi=2.0)
+    refusal_fallback_margin: float = knob(DEFAULT_FALLBACK_MARGIN, "REFUSAL_FALLBACK_MARGIN", "float", lo=-2.0,
+                                          hi=2.0)
     data_dir: str = knob(str(PROJECT_ROOT / "data"), "DATA_DIR", "name")
     data_root: str = knob(str((PROJECT_ROOT.parent / "shared" / "eval").resolve()), "DATA_ROOT", "name")
 

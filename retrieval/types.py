@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from retrieval.refusal import RefusalDecision
 
 HybridPath = Literal["full", "rrf_only", "dense_only", "bm25_only", "no_match"]
 HYBRID_PATHS: tuple[str, ...] = ("full", "rrf_only", "dense_only", "bm25_only", "no_match")
@@ -119,6 +122,7 @@ class RetrievalResult:
     reranker_status: str = ""
     weights: dict[str, float] = field(default_factory=dict)
     weight_reason: str = ""
+    refusal: RefusalDecision | None = None  # REFUSAL_RULE=evidence: the decision, every test with its numbers
     weight_evidence: dict[str, Any] = field(default_factory=dict)  # QUERY_WEIGHTING=adaptive: the signals
 
     @property
