@@ -148,7 +148,7 @@ def execute(query: str, controls: dict[str, Any]) -> Turn:
     text = clean_query(query)
     settings = build_settings(controls)
     retriever = get_retriever(settings)
-    result = retriever.retrieve(text, settings)
+    result = retriever.retrieve(query, settings)  # as typed: the result notes what normalising changed
     ctx = build_context(result, retriever.by_id, settings.context_token_budget)
     effective = {name: getattr(settings, name) for name in CONTROLS}  # None -> the base value actually used
     return Turn(text, effective, settings, retriever, result, ctx)

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Literal
 
 from retrieval.context import Context
+from retrieval.query import normalisation_note, reveal_invisible
 from retrieval.tokenize import analyze, detect_language, spans
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, RetrievalResult
 
@@ -316,12 +317,21 @@ def render_status(result: RetrievalResult, terms: frozenset[str] = frozenset(),
     return (f'<div class="status level-{esc(level)}"><div class="status-top">'
             f'<span class="badge">{esc(level)}</span>'
             f'<span class="level-words">{esc(LEVEL_WORDS.get(level, level))}</span></div>'
-            f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>'
+            f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}'
             f'{_why(result.reason)}'
             f'<div class="chips">{"".join(branches)}</div>'
             f'<div class="timings">timings: {timings} '
             f'<span class="hint">(≈0 ms = served from the per-turn cache)</span>'
             f"</div>{_legend(terms, common)}</div>")
+
+
+def _typed(result: RetrievalResult) -> str:
+    """What was typed, when the searched turn differs from it (invisible characters shown as ⟨U+XXXX⟩)."""
+    typed = getattr(result, "typed_query", "")
+    if not typed:
+        return ""
+    return (f'<div class="turn typed">normalised from what was typed: <code>{esc(reveal_invisible(typed))}</code> '
+            f'({esc(normalisation_note(typed))})</div>')
 
 
 def _legend(terms: frozenset[str], common: frozenset[str]) -> str:

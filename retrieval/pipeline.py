@@ -27,7 +27,7 @@ from retrieval.dense import DenseBranch, DenseStore, Progress
 from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, finalize
-from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, without_controls
+from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
 from retrieval.refusal import Candidate, RefusalDecision, RefusalThresholds, Vocabulary, decide, gather
 from retrieval.rerank import rerank
 from retrieval.settings import Settings
@@ -185,7 +185,7 @@ class HybridRetriever:
                                fused=tuple(fused), reranked=tuple(reranked), final=tuple(final), cut=tuple(cut),
                                consensus=consensus, timings_ms={k: round(v, 3) for k, v in timings.items()},
                                settings=s.to_dict(), weights=weights, weight_reason=turn_weights.reason,
-                               weight_evidence=turn_weights.evidence,
+                               weight_evidence=turn_weights.evidence, typed_query=normalised_from(raw_query, query),
                                reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""),
                                refusal=decision)
 

@@ -12,16 +12,25 @@ class QueryError(ValueError):
     """A turn that cannot be searched as typed; the message says what to change."""
 
 
+def without_format(text: str) -> str:
+    """Drop invisible format characters (category Cf): zero-width spaces and joiners (U+200B-U+200D, U+2060),
+    bidi marks, embeddings and isolates (U+200E/F, U+202A-E, U+2066-9), the BOM (U+FEFF), soft hyphens, tag
+    characters. Nobody sees them, yet they split a code like GS-40 into other tokens."""
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
 def without_controls(text: str) -> str:
     """Control characters and lone surrogates -> spaces (they are not text, and would not encode as UTF-8)."""
     return "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch for ch in text)
 
 
 def clean_query(text: Any) -> str:
-    """Normalise a turn (NFC, control characters -> spaces, whitespace collapsed) or raise ``QueryError``."""
+    """Normalise a turn or raise ``QueryError``: NFKC (fullwidth and compatibility forms folded, e.g.
+    ＧＳ－４０ -> GS-40, ㎎ -> mg), invisible format characters dropped, control characters -> spaces, whitespace
+    collapsed. Both branches search this text."""
     if not isinstance(text, str):
         raise QueryError(f"The turn must be text, got {type(text).__name__}.")
-    text = unicodedata.normalize("NFC", text)
+    text = without_format(unicodedata.normalize("NFKC", text))
     text = " ".join(without_controls(text).split())
     if not text:
         raise QueryError("The turn is empty: type a question, e.g. 'What does GlucoSense GS-40 error E-07 mean?'.")
@@ -29,3 +38,29 @@ def clean_query(text: Any) -> str:
         raise QueryError(f"The turn is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
                          "Shorten it to the question you want answered.")
     return text
+
+
+def normalised_from(typed: Any, searched: str) -> str:
+    """The turn as typed if normalising it changed more than spaces (the badge shows it), else ``""``."""
+    if not isinstance(typed, str) or " ".join(typed.split()) == searched:
+        return ""
+    return typed
+
+
+def reveal_invisible(text: str) -> str:
+    """``text`` with each format or control character shown as ``⟨U+XXXX⟩``, so a reader sees where they were."""
+    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in {"Cf", "Cc", "Cs"} and ch != " " else ch
+                   for ch in text)
+
+
+def normalisation_note(typed: str) -> str:
+    """What normalising ``typed`` changed, in words (for the badge)."""
+    hidden = sorted({ch for ch in typed if unicodedata.category(ch) in {"Cf", "Cc", "Cs"} and not ch.isspace()})
+    parts = []
+    if hidden:
+        count = sum(1 for ch in typed if ch in hidden)
+        names = ", ".join(f"U+{ord(ch):04X}" for ch in hidden[:6]) + (" ..." if len(hidden) > 6 else "")
+        parts.append(f"{count} invisible or control character{'s' if count != 1 else ''} removed ({names})")
+    if unicodedata.normalize("NFKC", without_format(typed)) != without_format(typed):
+        parts.append("fullwidth or compatibility forms folded (NFKC)")
+    return "; ".join(parts) or "spacing changed"

@@ -124,6 +124,7 @@ class RetrievalResult:
     weight_reason: str = ""
     refusal: RefusalDecision | None = None  # REFUSAL_RULE=evidence: the decision, every test with its numbers
     weight_evidence: dict[str, Any] = field(default_factory=dict)  # QUERY_WEIGHTING=adaptive: the signals
+    typed_query: str = ""  # the turn as typed, when normalising it (retrieval.query) changed more than spaces
 
     @property
     def refused(self) -> bool:
