@@ -43,7 +43,7 @@ CSS = """
 #compare-view .cmp-metrics {font-weight: 400; color: #334155; font-variant-numeric: tabular-nums}
 #compare-view .cmp-row {display: grid; grid-template-columns: 2.2em 4.2em 1.2em 1fr; gap: 4px; padding: 2px 0;
   border-bottom: 1px solid #eef1f4; font-size: 13px}
-#compare-view .cmp-row .id {color: #64748b; font-size: 11px}
+#compare-view .cmp-row .id, #compare-view .cmp-row .score {color: #64748b; font-size: 11px}
 #compare-view .mark {font-weight: 700; text-align: center; border-radius: 4px}
 #compare-view .mark-entered .mark {background: #dcfce7; color: #166534}
 #compare-view .mark-left .mark {background: #fee2e2; color: #991b1b}
@@ -96,7 +96,16 @@ def _metrics_html(m: Mapping[str, Any] | None) -> str:
             f'first relevant {first}</span>')
 
 
-def _row(doc: str, rank: int, diff: ListDiff, side: str, titles: Mapping[str, str], relevant: set[str]) -> str:
+def _scores(result: RetrievalResult, stage: str) -> dict[str, float]:
+    """Each row's score in its stage's own units (BM25, cosine, fused score, final score)."""
+    hits = {"bm25": result.bm25.hits, "dense": result.dense.hits, "rrf": result.fused}.get(stage)
+    if hits is None:
+        return {h.parent_id: h.score for h in result.final}
+    return {h.chunk_id: h.score for h in hits}
+
+
+def _row(doc: str, rank: int, diff: ListDiff, side: str, titles: Mapping[str, str], relevant: set[str],
+         score: float | None = None) -> str:
     mark = diff.marks[doc]
     if side == "b":
         kind, label = mark.kind, mark.label
@@ -108,13 +117,15 @@ def _row(doc: str, rank: int, diff: ListDiff, side: str, titles: Mapping[str, st
             f'data-a-rank="{mark.a_rank or ""}" data-b-rank="{mark.b_rank or ""}">'
             f'<span class="rank">{rank}</span><span class="mark">{render.esc(label)}</span>{rel}'
             f'<span><span class="title">{render.esc(titles.get(parent, parent))}</span> '
-            f'<span class="id">{render.esc(doc)}</span></span></div>')
+            f'<span class="id">{render.esc(doc)}</span>'
+            + (f' <span class="score">{score:.5g}</span>' if score is not None else "") + '</span></div>')
 
 
 def _column(stage: str, side: str, diff: ListDiff, titles: Mapping[str, str], relevant: set[str],
-            metrics: Mapping[str, Any] | None) -> str:
+            metrics: Mapping[str, Any] | None, scores: Mapping[str, float]) -> str:
     ids = diff.a if side == "a" else diff.b
-    rows = "".join(_row(doc, i, diff, side, titles, relevant) for i, doc in enumerate(ids[:ROWS], start=1))
+    rows = "".join(_row(doc, i, diff, side, titles, relevant, scores.get(doc))
+                   for i, doc in enumerate(ids[:ROWS], start=1))
     more = f'<div class="cmp-empty">… {len(ids) - ROWS} more</div>' if len(ids) > ROWS else ""
     return (f'<div class="cmp-col" id="cmp-{stage}-{side}"><div class="cmp-head">{side.upper()} · '
             f'{STAGE_TITLES[stage]} ({len(ids)}){_metrics_html(metrics)}</div>'
@@ -133,8 +144,9 @@ def render_compare(a: RetrievalResult, b: RetrievalResult, titles: Mapping[str, 
     note = (f"relevant cards marked ✓ ({source}); metrics over each list deduped to cards" if relevant else
             "no relevance marks for this turn (not a labeled turn, nothing ticked): no metric shown")
     stages = "".join(f'<div class="cmp-stage" data-stage="{stage}"><div class="cmp-pair">'
-                     f'{_column(stage, "a", diffs[stage], titles, relevant, ma[stage])}'
-                     f'{_column(stage, "b", diffs[stage], titles, relevant, mb[stage])}</div></div>'
+                     f'{_column(stage, "a", diffs[stage], titles, relevant, ma[stage], _scores(a, stage))}'
+                     f'{_column(stage, "b", diffs[stage], titles, relevant, mb[stage], _scores(b, stage))}'
+                     '</div></div>'
                      for stage in STAGES)
     return (f"<div class='cmp-levels'>{levels}</div>"
             f'<div class="cmp-summary" id="cmp-summary">{render.esc(summarize(a, b, titles))}</div>'

@@ -1,0 +1,194 @@
+"""Compare mode and share links in a real headless Chromium against the launched app (``python app.py``).
+
+Same browser rules as ``test_e2e_browser`` (skips without a browser locally, fails under CI; nothing outside
+127.0.0.1; no script may run). One test saves the README screenshot of compare mode to docs/compare.png.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.app_server import ROOT, SHIPPED
+from tests.test_e2e_browser import (CHROMIUM_ARGS, DEFAULTS, INJECTION, LOCAL, TIMEOUT_MS, browser, expect,  # noqa: F401
+                                    level, server, sync_playwright)
+
+TURN = "what does error E-07 mean on my GlucoSense GS-40"
+LABELED = "what does E-07 mean on a GS-60 meter"  # q002 of corpus/queries.jsonl
+
+
+@pytest.fixture()
+def context(browser):
+    expect().set_options(timeout=TIMEOUT_MS)  # a link's first load runs both configurations on a busy machine
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    ctx.grant_permissions(["clipboard-read", "clipboard-write"])
+    yield ctx
+    ctx.close()
+
+
+def open_page(ctx, url: str):
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    outside: list[str] = []
+    dialogs: list[str] = []
+    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else outside.append(r.url))
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.goto(url)
+    pg.locator("#query textarea").wait_for()
+    pg.outside, pg.dialogs = outside, dialogs
+    return pg
+
+
+def clean(pg) -> None:
+    assert pg.outside == [], f"the page tried to reach outside 127.0.0.1: {pg.outside[:5]}"
+    assert pg.dialogs == [], f"a script ran in the page: {pg.dialogs}"
+
+
+def link(server: str, **params) -> str:
+    return server + "?" + urlencode(params)
+
+
+def rows(pg, stage: str, side: str) -> list[dict]:
+    return pg.locator(f"#cmp-{stage}-{side} .cmp-row").evaluate_all(
+        "els => els.map(e => ({id: e.dataset.id, kind: e.dataset.kind, a: e.dataset.aRank, b: e.dataset.bRank,"
+        " mark: e.querySelector('.mark').textContent, rank: e.querySelector('.rank').textContent,"
+        " score: (e.querySelector('.score') || {}).textContent}))")
+
+
+def own_lists(pg, side: str) -> dict:
+    """A side's own rows (id, rank, score) per stage, without the marks that compare it with the other side."""
+    return {stage: [(r["id"], r["rank"], r["score"]) for r in rows(pg, stage, side)]
+            for stage in ("bm25", "dense", "rrf", "final")}
+
+
+def wait_compare(pg) -> None:
+    expect()(pg.locator("#cmp-summary")).to_be_visible(timeout=TIMEOUT_MS)
+    for stage in ("bm25", "dense", "rrf", "final"):
+        for side in ("a", "b"):
+            pg.locator(f"#cmp-{stage}-{side}").wait_for()
+
+
+def check_marks(pg) -> None:
+    """Every B row's mark matches where the same id sits in A's list, and every A row's in B's."""
+    for stage in ("bm25", "dense", "rrf", "final"):
+        a, b = rows(pg, stage, "a"), rows(pg, stage, "b")
+        assert a and b, stage
+        a_rank = {r["id"]: int(r["rank"]) for r in a}
+        b_rank = {r["id"]: int(r["rank"]) for r in b}
+        for r in b:
+            assert int(r["b"]) == int(r["rank"])
+            if r["id"] in a_rank:
+                delta = a_rank[r["id"]] - int(r["rank"])
+                want = "=" if delta == 0 else (f"↑{delta}" if delta > 0 else f"↓{-delta}")
+                assert r["mark"] == want, (stage, r)
+            elif r["a"]:
+                assert int(r["a"]) > len(a)  # in A, below the rows shown
+            else:
+                assert r["mark"] == "new" and r["kind"] == "entered"
+        for r in a:
+            if r["id"] in b_rank:
+                assert r["mark"] == f"B #{b_rank[r['id']]}"
+            elif not r["b"]:
+                assert r["mark"] == "left" and r["kind"] == "left"
+
+
+def test_a_link_with_rrf_k_60_and_b_tuned_defaults(context, server):
+    pg = open_page(context, link(server, q=TURN, rrf_k=60, b="tuned defaults"))
+    expect()(pg.locator("#query textarea")).to_have_value(TURN)
+    expect()(pg.locator("#rrf-k input[type=number]")).to_have_value("60")
+    expect()(pg.locator("#b-rrf-k input[type=number]")).to_have_value(str(DEFAULTS.rrf_k))
+    expect()(pg.locator("#compare-on input")).to_be_checked()
+    expect()(pg.locator("#list-rrf .formula").first).to_contain_text("/(60+", timeout=TIMEOUT_MS)
+    wait_compare(pg)
+    expect()(pg.locator("#cmp-summary")).to_contain_text(f"rrf_k 60 → {DEFAULTS.rrf_k}")
+    for side in ("a", "b"):
+        expect()(pg.locator(f"#cmp-level-{side} .badge")).to_have_text("full")
+    check_marks(pg)
+    assert pg.locator("#compare-view .cmp-row").count() >= 8
+
+    # Change B's k: B's lists change, A's own lists stay exactly as they were (only their marks follow B).
+    a_before, b_before = own_lists(pg, "a"), own_lists(pg, "b")
+    box = pg.locator("#b-rrf-k input[type=number]")
+    box.fill("1")
+    box.press("Tab")
+    # (not "→ 10": the old summary contains "→ 1" too)
+    expect()(pg.locator("#cmp-summary")).to_contain_text(re.compile(r"rrf_k 60 → 1\b"), timeout=TIMEOUT_MS)
+    b_after = own_lists(pg, "b")
+    assert b_after["rrf"] != b_before["rrf"] and b_after["bm25"] == b_before["bm25"]  # k moves fusion only
+    assert own_lists(pg, "a") == a_before
+    expect()(pg.locator("#rrf-k input[type=number]")).to_have_value("60")
+    check_marks(pg)
+
+    # The link follows the page; the copied link reproduces it in a fresh browser context.
+    expect()(pg.locator("#share-link textarea")).to_have_value(re.compile(r"b\.rrf_k=1(&|$)"))
+    shared = pg.locator("#share-link textarea").input_value()
+    assert "rrf_k=60" in shared and "b.rrf_k=1" in shared and "compare=1" in shared
+    pg.locator("#copy-link").click()
+    copied = pg.evaluate("navigator.clipboard.readText()")
+    assert copied == shared and copied.startswith(server)
+    summary = pg.locator("#cmp-summary").text_content()
+    cols = {s: pg.locator(f"#cmp-{s}-{side}").text_content() for s in ("rrf", "final") for side in ("a", "b")}
+    clean(pg)
+    fresh = context.browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        again = open_page(fresh, copied)
+        wait_compare(again)
+        expect()(again.locator("#cmp-summary")).to_have_text(summary, timeout=TIMEOUT_MS)
+        assert {s: again.locator(f"#cmp-{s}-{side}").text_content() for s in ("rrf", "final")
+                for side in ("a", "b")} == cols
+        clean(again)
+    finally:
+        fresh.close()
+
+
+def test_an_injection_in_the_link_renders_as_text(context, server):
+    pg = open_page(context, link(server, q=INJECTION, compare=1))
+    expect()(pg.locator("#hybrid-path .turn")).to_contain_text(INJECTION, timeout=TIMEOUT_MS)
+    expect()(pg.locator("#query textarea")).to_have_value(INJECTION)
+    wait_compare(pg)
+    assert pg.locator("img[src='x']").count() == 0
+    assert "q=%3Cimg+src%3Dx" in pg.locator("#share-link textarea").input_value()
+    clean(pg)
+
+
+def test_an_invalid_parameter_is_reported_and_the_default_used(context, server):
+    pg = open_page(context, link(server, q=TURN, rrf_k="abc", colour="red"))
+    expect()(pg.locator("#link-message")).to_contain_text("RRF_K='abc' is not a whole number", timeout=TIMEOUT_MS)
+    expect()(pg.locator("#link-message")).to_contain_text("unknown link parameter 'colour'")
+    expect()(pg.locator("#rrf-k input[type=number]")).to_have_value(str(DEFAULTS.rrf_k))
+    expect()(pg.locator("#list-rrf .formula").first).to_contain_text(f"/({DEFAULTS.rrf_k}+", timeout=TIMEOUT_MS)
+    expect()(pg.locator("#compare-on input")).not_to_be_checked()
+    expect()(pg.locator("#compare-panel")).to_be_hidden()
+    clean(pg)
+
+
+def test_a_labeled_turn_shows_relevance_marks_and_metrics(context, server):
+    if not SHIPPED.exists():
+        pytest.skip("the labeled turns are the shipped corpus's")
+    pg = open_page(context, link(server, q=LABELED, b="ADR recipe"))
+    wait_compare(pg)
+    head = pg.locator("#cmp-final-a .cmp-head")
+    expect()(head).to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
+    expect()(pg.locator("#cmp-final-b .cmp-head")).to_contain_text("first relevant")
+    assert pg.locator("#cmp-final-a .rel").count() >= 1
+    # Untick every card: this session's marks say nothing is relevant, so no metric is shown (not a zero).
+    for box in pg.locator("#relevant-cards input:checked").all():
+        box.uncheck()
+    expect()(head).not_to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
+    clean(pg)
+
+
+def test_screenshot_of_compare_mode_for_the_readme(context, server):
+    pg = open_page(context, link(server, q=LABELED if SHIPPED.exists() else TURN, b="ADR recipe"))
+    wait_compare(pg)
+    pg.wait_for_timeout(500)
+    top = pg.locator("#compare-share").bounding_box()
+    bottom = pg.locator("#compare-view").bounding_box()
+    out = ROOT / "docs" / "compare.png"
+    out.parent.mkdir(exist_ok=True)
+    pg.screenshot(path=str(out), full_page=True,
+                  clip={"x": 0, "y": top["y"] - 8, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 16})
+    assert out.stat().st_size > 30_000
+    clean(pg)
