@@ -49,19 +49,77 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simulate-empty-bm25", action="store_true", help="pretend the BM25 index is empty")
 
 
+def add_corpus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", metavar="NAME|PATH", help="a corpus by name (`python -m retrieval index` lists "
+                                                             "them) or a file/folder path; default: the shipped cards")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("query", help="run one turn through the pipeline")
     p.add_argument("text", help="the user turn")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    add_corpus(p)
     add_common(p)
     p.set_defaults(func=run_query)
+    p = sub.add_parser("index", help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
+                                     ".txt/.md); without PATH, list the corpora",
+                       description="Validate a corpus, register it under DATA_DIR and embed it into its own Chroma "
+                                   "collection (resumes a cancelled or interrupted build).")
+    p.add_argument("path", nargs="?", help="the file or folder to index (omit to list the corpora)")
+    p.add_argument("--name", help="the corpus name (default: the file name)")
+    add_common(p)
+    p.set_defaults(func=run_index)
+
+
+def corpus_from_args(args: argparse.Namespace, settings: Settings):
+    """The ``--corpus`` given (loaded and validated), or None for the shipped cards at CORPUS_PATH."""
+    if not getattr(args, "corpus", None):
+        return None
+    from retrieval.corpora import Registry
+
+    registry = Registry(settings)
+    return registry.load(registry.get(args.corpus))
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from retrieval.corpora import Registry, start_index
+
+    settings = settings_from_args(args)
+    registry = Registry(settings)
+    if not args.path:
+        for entry in registry.entries():
+            print(entry.label() + f"  <- {entry.source}")
+        return 0
+    source = os.path.abspath(args.path)
+    data, new = registry.add(source, args.name, copy=os.path.isfile(source))
+    print(f"{'registered' if new else 'already registered'}: {data.entry.label()}", file=sys.stderr)
+    job = start_index(data, settings)
+    while job.running:
+        snap = job.wait(1.0)
+        eta = f", {snap['eta_s']:.0f} s left" if snap["eta_s"] is not None else ""
+        print(f"\rembedding {snap['done']:,}/{snap['total']:,} sub-chunks ({snap['rate']:.1f}/s{eta})   ", end="",
+              file=sys.stderr, flush=True)
+    snap = job.snapshot()
+    print(file=sys.stderr)
+    if snap["status"] != "done":
+        print(f"error: indexing {data.entry.name} {snap['status']}: {snap['error']}", file=sys.stderr)
+        return 1
+    print(json.dumps({"name": data.entry.name, "format": data.entry.format, "cards": data.entry.cards,
+                      "sub_chunks": data.entry.chunks, "labeled_turns": data.entry.turns,
+                      "fingerprint": data.entry.fingerprint, "index_s": round(snap["elapsed_s"], 1),
+                      "sub_chunks_per_s": round(snap["rate"], 1),
+                      "store": settings.chroma_host or settings.chroma_path}, ensure_ascii=False))
+    return 0
 
 
 def run_query(args: argparse.Namespace) -> int:
+    from retrieval.corpora import retriever_for
     from retrieval.pipeline import get_retriever
 
     settings = settings_from_args(args)
-    result = get_retriever(settings).retrieve(args.text, settings)
+    data = corpus_from_args(args, settings)
+    retriever = get_retriever(settings) if data is None else retriever_for(data, settings)
+    result = retriever.retrieve(args.text, settings)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:

@@ -33,6 +33,8 @@ REGISTRY_FILE = "corpora.json"
 UPLOADS = "uploads"
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _REGISTRY_LOCK = threading.RLock()
+_LOADED: dict[tuple[str, float], CorpusData] = {}  # (source, mtime) -> loaded corpus, shared by every session
+_LOADED_KEEP = 8
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,6 @@ class Registry:
         self.limits = limits or Limits.from_env()
         self.data_dir = Path(settings.data_dir)
         self.data_root = Path(settings.data_root) if settings.data_root else None
-        self._loaded: dict[tuple[str, float], CorpusData] = {}
 
     # --------------------------------------------------------------------------------------------- listing
     def _read(self) -> list[dict[str, Any]]:
@@ -159,8 +160,10 @@ class Registry:
             raise LoadError([f"{entry.name}: its source {source} is gone. Delete the corpus and upload it "
                              "again."]) from None
         cache_key = (str(source), stamp)
-        if cache_key in self._loaded and self._loaded[cache_key].entry.name == entry.name:
-            return self._loaded[cache_key]
+        with _REGISTRY_LOCK:
+            cached = _LOADED.get(cache_key)
+        if cached is not None and cached.entry.name == entry.name:
+            return cached
         if entry.kind == SHIPPED:
             try:
                 ds = load_shipped(source)
@@ -175,7 +178,10 @@ class Registry:
         entry = dataclasses.replace(entry, format=fmt, fingerprint=fingerprint(chunks), cards=len(cards),
                                     chunks=len(chunks), turns=len(queries))
         data = CorpusData(entry, tuple(cards), chunks, tuple(queries))
-        self._loaded[cache_key] = data
+        with _REGISTRY_LOCK:
+            if len(_LOADED) >= _LOADED_KEEP:
+                _LOADED.pop(next(iter(_LOADED)))
+            _LOADED[cache_key] = data
         return data
 
     # --------------------------------------------------------------------------------------------- adding
@@ -288,6 +294,25 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     return get_retriever(settings, progress=progress, chunks=data.chunks, corpus_key=data.key, cancel=cancel)
 
 
+def open_for_turns(name: str | None, settings: Settings):
+    """The retriever a turn runs on for the corpus ``name`` (None or "shipped": the cards at CORPUS_PATH).
+
+    Raises:
+        ValueError: unknown corpus, or one not indexed yet for these settings' embedding model and store (a turn
+            never starts an indexing job; the Data tab or ``python -m retrieval index`` does).
+    """
+    from retrieval.pipeline import get_retriever
+
+    if not name or name == SHIPPED:
+        return get_retriever(settings)
+    registry = Registry(settings)
+    data = registry.load(registry.get(name))
+    if not is_ready(data, settings):
+        raise ValueError(f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
+                         "in the Data tab and wait for its progress bar to reach 100%.")
+    return retriever_for(data, settings)
+
+
 def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
     from retrieval.pipeline import has_retriever
@@ -320,8 +345,8 @@ class IndexJob:
         return self.status == "running"
 
     def _progress(self, done: int, total: int) -> None:
-        if self.first_done is None:
-            self.first_done = max(0, done - 1)
+        if self.first_done is None:  # the first call says where the build starts (what the store held)
+            self.first_done = done
             self.started = time.monotonic()
         self.done, self.total, self.updated = done, total, time.monotonic()
 

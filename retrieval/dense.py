@@ -185,6 +185,7 @@ class _ResumableBuild:
                                metadatas=[{"parent_id": c.parent_id} for c in batch])
                 pending.clear()
 
+        progress(done, total)  # where this build starts (a resumed one starts at what the store held)
         many = getattr(self.embedder, "embed_documents", None)  # parallel one-sequence calls (the ONNX models)
         step = _EMBED_BLOCK if many is not None else 1
         for lo in range(0, len(missing), step):

@@ -274,3 +274,38 @@ def test_index_job_shared_by_two_requests_then_query_then_delete(registry_settin
 def test_unknown_corpus_lists_the_names(registry_settings):
     with pytest.raises(ValueError, match="no corpus named 'nope': choose one of shipped, tiny"):
         Registry(registry_settings).get("nope")
+
+
+def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path):
+    """`index PATH --name` registers and embeds; `query --corpus` and `eval --corpus` run on it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    folder = tmp_path / "set"
+    (folder / "qrels").mkdir(parents=True)
+    jsonl(folder / "corpus.jsonl", [{"_id": "d1", "title": "Water", "text": "Drink a glass of water with each tablet."},
+                                    {"_id": "d2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
+                                    {"_id": "d3", "title": "Travel", "text": "Pack spare doses in hand luggage."}])
+    jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "glass of water with pills"}])
+    (folder / "qrels" / "test.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
+    env = {**os.environ, "DATA_DIR": str(tmp_path / "data"), "CHROMA_PATH": str(tmp_path / "chroma"),
+           "DATA_ROOT": str(tmp_path / "none"), "HF_HUB_OFFLINE": "1"}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True, text=True, env=env,
+                              cwd=ROOT, timeout=600)
+
+    out = cli("index", str(folder), "--name", "My set")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["name"] == "My-set" and json.loads(out.stdout)["sub_chunks"] == 3
+    out = cli("query", "glass of water", "--corpus", "My-set", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["bm25"][0]["chunk_id"] == "d1#0"
+    out = cli("eval", "--corpus", "My-set", "--configs", "bm25", "--no-refusals", "--json", "--resamples", "10")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["turns"] == 1
+    out = cli("query", "x", "--corpus", "nope")
+    assert out.returncode == 2 and "no corpus named 'nope': choose one of shipped, My-set" in out.stderr

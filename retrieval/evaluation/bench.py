@@ -558,6 +558,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", metavar="N[,N...]", help="also run on the corpus replicated to N sub-chunks, "
                                                        "e.g. --scale 10000,50000")
     p.add_argument("--scale-runs", type=int, default=1, help="passes over the turns at each scale (default 1)")
+    p.add_argument("--corpus", metavar="NAME|PATH", help="instead: indexing throughput (sub-chunks/s) and reopen "
+                                                         "time of this corpus (retrieval/evaluation/corpus_bench.py)")
+    p.add_argument("--index-chunks", type=int, metavar="N", help="with --corpus: only its first N sub-chunks")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     add_common(p)
     p.set_defaults(func=run_bench)
@@ -585,6 +588,16 @@ def run_bench(args: argparse.Namespace) -> int:
     from retrieval.cli import settings_from_args
 
     settings = settings_from_args(args)
+    if getattr(args, "corpus", None):
+        from retrieval.cli import corpus_from_args
+        from retrieval.evaluation import corpus_bench
+
+        logging.getLogger("retrieval").setLevel(logging.ERROR)
+        report = corpus_bench.run(settings, corpus_from_args(args, settings), args.index_chunks, hardware=hardware(),
+                                  log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True))
+        print(json.dumps(report, ensure_ascii=False) if args.json else
+              corpus_bench.format_report(report, "python -m retrieval bench " + " ".join(sys.argv[2:])))
+        return 0
     turns, source = load_turns(settings, args.queries)
     if args.limit is not None:
         if args.limit < 1:

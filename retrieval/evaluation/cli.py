@@ -31,6 +31,8 @@ def register_eval(sub: argparse._SubParsersAction) -> None:
                        description="Score bm25, dense, rrf and full at parent level on the shipped labeled set "
                                    "or a BEIR folder; optional sweeps and a significance test.")
     p.add_argument("--beir", metavar="PATH", help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/)")
+    p.add_argument("--corpus", metavar="NAME|PATH", help="a registered corpus with labeled turns (by name, see "
+                                                         "`python -m retrieval index`), sub-chunked as in the page")
     p.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
     p.add_argument("--queries", metavar="PATH", help="labeled turns for the cards at CORPUS_PATH "
                                                      "(default: queries.jsonl beside them)")

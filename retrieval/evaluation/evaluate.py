@@ -474,7 +474,16 @@ def load_dataset(args: argparse.Namespace, settings: Settings) -> Dataset:
     """The dataset named by the command line: ``--beir PATH`` or the shipped cards (+ ``--queries``)."""
     from retrieval.corpus import load_beir, load_shipped
 
-    if args.beir:
+    if getattr(args, "corpus", None) and args.beir:
+        raise ValueError("give either --corpus or --beir, not both.")
+    if getattr(args, "corpus", None):
+        from retrieval.cli import corpus_from_args
+
+        ds = corpus_from_args(args, settings).dataset()
+        if not ds.queries:
+            raise ValueError(f"corpus {ds.name!r} has no labeled turns: evaluation needs the shipped queries schema "
+                             "beside the cards, or BEIR queries.jsonl + qrels/.")
+    elif args.beir:
         ds = load_beir(args.beir, args.split)
     else:
         ds = load_shipped(settings.corpus_path, args.queries)
@@ -512,5 +521,3 @@ def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if not isinstance(recipe, dict):
         raise ValueError("--adr-recipe: this version has no retrieval.settings.ADR_RECIPE; use --set KEY=VALUE.")
     return dict(recipe)
-
-
