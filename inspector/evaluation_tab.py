@@ -18,6 +18,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
+from inspector.compare_eval import build_compare_section
 from inspector.figures import failsafe, message_figure
 
 from retrieval.evaluation.evaluate import BRANCHES, CONFIGS, load_report
@@ -363,3 +364,4 @@ def build_evaluation_tab(runs_dir: Path | None = None) -> None:
     configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot])
     hybrid.input(redraw_wins, [state, hybrid], wins)
     sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot)
+    build_compare_section()  # A vs B over the labeled turns, each turn linking to compare mode

@@ -1,0 +1,141 @@
+"""The Evaluation tab's A vs B: two configurations over every labeled turn of the shipped set, the metric table,
+the paired randomization test (``retrieval.evaluation.compare``, as ``eval --compare`` does) and the turns B
+fixed and broke, sortable by the change in nDCG@10. Each turn links to the inspector in compare mode with the
+same A and B (a share link: opening it restores both configurations and runs the turn).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import gradio as gr
+
+from inspector import handlers, state
+from inspector.render import esc
+from retrieval.compare import PRESETS, preset_values
+from retrieval.evaluation.compare import METRIC, fixed_and_broken
+from retrieval.evaluation.evaluate import CONFIGS, parse_set
+from retrieval.settings import CONTROLS
+
+log = logging.getLogger(__name__)
+
+SORTS = {"most broken first": "delta", "most fixed first": "-delta"}
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+
+
+def side_controls(preset: str | None, overrides: str, a: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A configuration's control values: a preset (from the defaults, or for B's one-change presets from A),
+    then ``KEY=VALUE,...`` overrides. Raises ``ValueError`` naming what was wrong."""
+    defaults = handlers.default_controls()
+    values = preset_values(preset, a if a is not None else defaults, defaults) if preset else dict(defaults)
+    pairs = [p.strip() for p in (overrides or "").split(",") if p.strip()]
+    for name, value in parse_set(pairs).items():
+        if name not in CONTROLS:
+            raise ValueError(f"{name} is not one of the page's controls ({', '.join(CONTROLS)}).")
+        values[name] = handlers.KNOBS[name].coerce(value)
+    return values
+
+
+def run_ab(a_preset: str | None, a_overrides: str, b_preset: str | None, b_overrides: str,
+           progress: Any = None) -> dict[str, Any]:
+    """Both configurations over the shipped labeled set, in this process (the retriever's cache is shared)."""
+    from retrieval.corpus import load_shipped
+    from retrieval.evaluation.compare import compare_configs
+    from retrieval.pipeline import get_retriever
+
+    a = side_controls(a_preset, a_overrides)
+    b = side_controls(b_preset, b_overrides, a)
+    sa, sb = handlers.build_settings(a), handlers.build_settings(b)
+    dataset = load_shipped(sa.corpus_path)
+    started = time.perf_counter()
+    report = compare_configs(dataset, get_retriever(sa), sa, sb, progress=progress)
+    report.update(controls={"a": a, "b": b}, wall_seconds=round(time.perf_counter() - started, 1))
+    return report
+
+
+def _num(v: Any) -> str:
+    return "&ndash;" if v is None else f"{v:.4f}" if isinstance(v, float) else esc(v)
+
+
+def summary_html(report: Mapping[str, Any]) -> str:
+    """The metric table of both configurations and the paired test, B vs A."""
+    changed = ", ".join(f"{n} {v['a']} → {v['b']}" for n, v in report["changed"].items()) or "nothing"
+    rows = "".join(f"<tr><td>{side.upper()} {esc(c)}</td>" + "".join(f"<td>{_num(report[side][c].get(m))}</td>"
+                                                                       for m in METRICS) + "</tr>"
+                   for c in CONFIGS for side in ("a", "b"))
+    sig = report.get("significance")
+    test = ("<p>Not enough answerable turns for a paired test.</p>" if not sig else
+            f"<p id='ab-significance'><b>B vs A</b> on {esc(sig['metric'])} of the full lists: difference "
+            f"{sig['diff']:+.4f} (95% CI {sig['ci_low']:+.4f} to {sig['ci_high']:+.4f}), p = {sig['p_value']:.4f} "
+            f"(paired randomization test, seed {sig['seed']}, {sig['resamples']} resamples); B fixed "
+            f"{sig['fixed']} turns, broke {sig['broke']}, tied {sig['ties']}.</p>")
+    return (f"<div class='eval-tab'><p>{esc(report['dataset'])}: {len(report['turns'])} labeled turns, "
+            f"{report.get('wall_seconds', '?')} s. B changes: {esc(changed)}.</p>"
+            f"<table><tr><th>configuration</th>{''.join(f'<th>{m}</th>' for m in METRICS)}</tr>{rows}</table>"
+            f"{test}</div>")
+
+
+def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> str:
+    """The turns whose nDCG@10 B changed, each linking to the inspector in compare mode with the same A and B."""
+    rows = fixed_and_broken(report, SORTS.get(sort, "delta"))
+    if not rows:
+        return "<div class='eval-tab'><p>B changes no turn's nDCG@10.</p></div>"
+    defaults = handlers.default_controls()
+    a, b = report["controls"]["a"], report["controls"]["b"]
+    out = []
+    for t in rows:
+        href = "./" + state.encode(state.PageState(query=t["text"], a=a, b=b, compare=True), defaults)
+        kind = "fixed" if t["delta"] > 0 else "broke"
+        out.append(f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{t['delta']}'>"
+                   f"<td>{esc(t['id'])}</td><td class='text'><a href='{esc(href)}' target='_self' "
+                   f"class='ab-open'>{esc(t['text'])}</a></td><td>{_num(t[f'a_{METRIC}'])}</td>"
+                   f"<td>{_num(t[f'b_{METRIC}'])}</td><td class='{kind}'>{t['delta']:+.4f}</td></tr>")
+    return ("<div class='eval-tab'><p>Turns B fixed (nDCG@10 up) and broke (down); click a turn to open it in the "
+            "inspector in compare mode with the same A and B.</p><table><tr><th>id</th><th>turn</th>"
+            f"<th>A {METRIC}</th><th>B {METRIC}</th><th>B − A</th></tr>{''.join(out)}</table></div>")
+
+
+def show_ab(a_preset, a_overrides, b_preset, b_overrides, sort, progress: Any = gr.Progress()):
+    """Callback: run A vs B, then the summary, the turn list and the report (kept for re-sorting)."""
+    def tick(done: int, total: int, label: str) -> None:
+        if progress is not None:
+            progress((done, total), desc=f"{label}: turn {done}/{total}")
+    try:
+        report = run_ab(a_preset, a_overrides, b_preset, b_overrides, tick)
+    except (ValueError, OSError) as exc:
+        msg = f"<div class='eval-tab'><p class='broke'>{esc(exc)}</p></div>"
+        return msg, "", None
+    except Exception as exc:  # the page must survive anything; the log keeps the traceback
+        log.exception("A vs B failed")
+        return f"<div class='eval-tab'><p class='broke'>A vs B failed ({esc(type(exc).__name__)}: {esc(exc)}).</p></div>", "", None
+    return summary_html(report), turns_html(report, sort), report
+
+
+def resort(report: Mapping[str, Any] | None, sort: str) -> str:
+    return turns_html(report, sort) if report else ""
+
+
+def build_compare_section() -> None:
+    """The A vs B block of the Evaluation tab, in the current Gradio context."""
+    gr.Markdown("### A vs B over every labeled turn\nA and B each start from a preset (the tuned defaults when "
+                "empty); `KEY=VALUE,...` overrides any control, e.g. `rrf_k=60,dense_weight=1`. B's one-change "
+                "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare`.")
+    presets = list(PRESETS)
+    with gr.Row():
+        a_preset = gr.Dropdown(presets, value="tuned defaults", label="A preset", elem_id="ab-a-preset")
+        a_over = gr.Textbox("", label="A overrides (KEY=VALUE,...)", elem_id="ab-a-overrides")
+        b_preset = gr.Dropdown(presets, value="ADR recipe", label="B preset", elem_id="ab-b-preset")
+        b_over = gr.Textbox("", label="B overrides (KEY=VALUE,...)", elem_id="ab-b-overrides")
+    with gr.Row():
+        run = gr.Button("Compare A and B", variant="primary", elem_id="ab-run")
+        sort = gr.Radio(list(SORTS), value="most broken first", label="Sort turns by the change in nDCG@10",
+                        elem_id="ab-sort")
+    summary = gr.HTML(elem_id="ab-summary")
+    turns = gr.HTML(elem_id="ab-turns")
+    report = gr.State(None)
+    run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort], [summary, turns, report],
+              api_visibility="private", concurrency_id="ab", concurrency_limit=1)
+    sort.input(resort, [report, sort], turns, api_visibility="private")
