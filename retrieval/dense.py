@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,72 @@ class IndexingCancelled(RuntimeError):
     """A build was cancelled between sub-chunks; what it stored is kept and the next open resumes from it."""
 
 
+class StorePathError(ValueError):
+    """CHROMA_PATH cannot hold a Chroma store (a file, or a folder of other things): a configuration error, and
+    nothing there is touched."""
+
+
+# What an embedded Chroma store folder holds: its SQLite database and one folder per segment (named by a UUID).
+# Anything else in CHROMA_PATH is someone else's: another store (the evaluation's beir-* stores), or user files.
+STORE_FILES = ("chroma.sqlite3", "chroma.sqlite3-wal", "chroma.sqlite3-shm", "chroma.sqlite3-journal")
+_SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_HARMLESS = {".DS_Store", ".gitignore", ".gitkeep"}
+
+
+def _store_entry(entry: Path) -> bool:
+    """Part of the Chroma store whose folder holds ``entry`` (its database, a segment folder, the open marker)."""
+    return (entry.name in STORE_FILES or entry.name == OPENING_MARKER
+            or (entry.is_dir() and _SEGMENT.fullmatch(entry.name) is not None))
+
+
+def _neighbour_store(entry: Path) -> bool:
+    """Another store kept in the same folder: a ``beir-*`` folder or any folder holding a Chroma database."""
+    return entry.is_dir() and (entry.name.startswith("beir-") or (entry / "chroma.sqlite3").exists())
+
+
+def check_store_path(path: str | Path) -> None:
+    """Refuse a CHROMA_PATH that cannot be a Chroma store folder, before anything is created or moved.
+
+    Raises:
+        StorePathError: the path (or a folder above it) is a file, or the folder holds files that are not part of
+            a Chroma store.
+    """
+    folder = Path(path)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = "is a file, not a folder" if existing == folder else f"lies inside {existing}, which is a file"
+        raise StorePathError(f"CHROMA_PATH={path} {where}. Point CHROMA_PATH at a folder for the Chroma store "
+                             "(it is created if missing; default .chroma/); nothing was changed.")
+    if not folder.is_dir() or (folder / "chroma.sqlite3").exists():
+        return
+    foreign = sorted(e.name for e in folder.iterdir()
+                     if not (_store_entry(e) or _neighbour_store(e) or e.name in _HARMLESS))
+    if foreign:
+        shown = ", ".join(repr(name) for name in foreign[:3]) + (" ..." if len(foreign) > 3 else "")
+        raise StorePathError(f"CHROMA_PATH={path} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
+                             f"that are not part of a Chroma store ({shown}); nothing was changed. Point "
+                             "CHROMA_PATH at an empty or new folder (default .chroma/).")
+
+
+def move_store_aside(path: str | Path) -> tuple[Path, list[str], list[str]]:
+    """Move the Chroma store's own files out of ``path`` into a new sibling ``<path>.corrupt-<time>`` folder.
+
+    Returns the new folder, the names moved and the names left in place (other stores, e.g. ``beir-*``).
+    """
+    folder = Path(path)
+    stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
+    while (aside := folder.with_name(f"{folder.name}.corrupt-{stamp}{f'-{n}' if n else ''}")).exists():
+        n += 1
+    entries = sorted(folder.iterdir()) if folder.is_dir() else []
+    moved = [e for e in entries if _store_entry(e)]
+    aside.mkdir()
+    for entry in moved:
+        shutil.move(str(entry), str(aside / entry.name))
+    return aside, [e.name for e in moved], [e.name for e in entries if e not in moved]
+
+
 def chroma_client(path: str | None = None, host: str | None = None, port: int = 8000):
     """A Chroma client with anonymized telemetry off: an HTTP client if ``host`` is given, else embedded."""
     import chromadb
@@ -62,6 +129,7 @@ def chroma_client(path: str | None = None, host: str | None = None, port: int = 
         return client
     if path is None:
         raise ValueError("chroma_client needs a path (CHROMA_PATH) or a host (CHROMA_HOST).")
+    check_store_path(path)
     Path(path).mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
@@ -362,27 +430,29 @@ def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str,
                cancel: threading.Event | None = None) -> DenseStore:
     """The dense store for ``chunks`` on a Chroma server (``chroma_host``) or embedded at ``chroma_path``.
 
-    An embedded store that cannot be opened (corrupted or half-written files) is moved aside, nothing deleted, and
-    rebuilt from the corpus; a failing embedder is re-raised as it is (moving the store would not help), and so is
-    a cancel (``IndexingCancelled``: what was stored is kept for the next open to resume).
+    An embedded store that cannot be opened (corrupted or half-written files) has its own files (database and
+    segment folders) moved aside, nothing deleted, and is rebuilt from the corpus; other stores in the same folder
+    (``beir-*``) stay. A failing embedder is re-raised as it is (moving the store would not help), and so is a
+    cancel (``IndexingCancelled``: what was stored is kept for the next open to resume).
+
+    Raises:
+        StorePathError: ``chroma_path`` is a file, or a folder of things that are not a Chroma store.
     """
     if chroma_host:
         return DenseStore(chunks, embedder, chroma_client(host=chroma_host, port=chroma_port), progress=progress,
                           cancel=cancel)
+    check_store_path(chroma_path)  # a configuration error: never "recovered" by moving the user's files
     try:
         with opening_guard(chroma_path):  # survives a crash inside Chroma on damaged files
             return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress, cancel=cancel)
-    except (EmbeddingFailed, IndexingCancelled):
+    except (EmbeddingFailed, IndexingCancelled, StorePathError):
         raise
     except Exception as exc:
-        stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
-        while (aside := Path(f"{chroma_path}.corrupt-{stamp}{f'-{n}' if n else ''}")).exists():
-            n += 1
-        log.warning("Chroma store at %s could not be opened (%s: %s); moved it to %s and rebuilding",
-                    chroma_path, type(exc).__name__, exc, aside)
         forget_client(chroma_path)  # chromadb caches one client per path; it would keep the bad files open
-        if Path(chroma_path).exists():
-            shutil.move(chroma_path, aside)
+        aside, moved, kept = move_store_aside(chroma_path)
+        log.warning("Chroma store at %s could not be opened (%s: %s); moved its files (%s) to %s and rebuilding%s",
+                    chroma_path, type(exc).__name__, exc, ", ".join(moved) or "none", aside,
+                    f"; left in place: {', '.join(kept)}" if kept else "")
         with opening_guard(chroma_path):
             return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress, cancel=cancel)
 
@@ -426,8 +496,8 @@ class DenseBranch:
             self.store = open_store(self.chunks, self.embedder, chroma_path=s.chroma_path, chroma_host=s.chroma_host,
                                     chroma_port=s.chroma_port, progress=self._progress, cancel=self._cancel)
             self.error = ""
-        except IndexingCancelled:
-            raise  # the caller asked to stop: no retriever is built from a partial store
+        except (IndexingCancelled, StorePathError):
+            raise  # the caller asked to stop, or CHROMA_PATH is wrong: no retriever is built
         except Exception as exc:
             where = f"Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
             self.error = f"{where} unavailable ({type(exc).__name__}: {exc})"
