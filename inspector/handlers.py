@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector import figures, render
+from inspector import figures, render, state
 from retrieval.context import REFUSAL, Context, build_context
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
@@ -268,6 +268,7 @@ def turn_record(turn: Turn) -> dict[str, Any]:
         "app": "hybrid-retrieval-inspector",
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "inputs": {"query": turn.query, **turn.controls},
+        "link": share_query(turn),
         "settings": turn.settings.to_dict(),
         "hybrid_path": turn.result.hybrid_path,
         "reason": turn.result.reason,
@@ -294,6 +295,13 @@ def export_dir() -> Path:
                 _EXPORT_DIR = Path(tempfile.mkdtemp(prefix="inspector-exports-"))
             atexit.register(shutil.rmtree, _EXPORT_DIR, ignore_errors=True)
         return _EXPORT_DIR
+
+
+def share_query(turn: Turn) -> str:
+    """The share link's query string for this turn (configuration A; in compare mode the page's Link box also
+    carries B): prefix it with the page's address to reopen the case."""
+    page = state.PageState(query=turn.query, a=dict(turn.controls), corpus=getattr(turn, "corpus", "") or None)
+    return state.encode(page, default_controls())
 
 
 def export_turn(turn: Turn) -> str:

@@ -1,0 +1,90 @@
+"""Compare mode's handlers and rendering over the real pipeline on the mini corpus: one side re-runs only when its
+own inputs change, every row is escaped, relevance marks follow the session's ticks, and the export records the
+share link."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inspector import compare_view, handlers, state
+from retrieval.compare import diff_lists
+from retrieval.settings import CONTROLS
+
+INJECTION = "<img src=x onerror=alert(1)>"
+TURN = "GlucoSense GS-40 error E-07"
+
+
+@pytest.fixture()
+def ui(mini_settings):
+    handlers.use_base_settings(mini_settings)
+    yield handlers
+    handlers.use_base_settings(None)
+
+
+def values(**changes) -> list:
+    v = handlers.default_controls()
+    v.update(changes)
+    return [v[name] for name in CONTROLS]
+
+
+def test_each_side_reruns_only_when_its_own_inputs_change(ui, monkeypatch):
+    calls: list[dict] = []
+    real = handlers.execute
+    monkeypatch.setattr(handlers, "execute", lambda q, c, *a: calls.append(dict(c)) or real(q, c, *a))
+    html, boxes, kept, link = compare_view.refresh(TURN, True, {}, {}, None, "http://h/",
+                                                   *values(), *values(rrf_k=60))
+    assert len(calls) == 2 and 'id="cmp-rrf-b"' in html and "rrf_k 10 → 60" in html
+    assert link.startswith("http://h/?q=GlucoSense") and "b.rrf_k=60" in link and "compare=1" in link
+    calls.clear()
+    html2, _, kept2, _ = compare_view.refresh(TURN, True, {}, kept, None, "", *values(), *values(rrf_k=3))
+    assert [c["rrf_k"] for c in calls] == [3]  # only B ran
+    assert kept2["a"] is not kept["a"] and kept2["a"]["result"] is kept["a"]["result"]
+    calls.clear()
+    compare_view.refresh(TURN, True, {}, kept2, None, "", *values(top_k=2), *values(rrf_k=3))
+    assert [c["top_k"] for c in calls] == [2]  # only A ran
+
+
+def test_compare_off_only_updates_the_link(ui):
+    html, boxes, kept, link = compare_view.refresh(TURN, False, {}, {}, "doc#1", "", *values(rrf_k=5), *values())
+    assert html is not None and kept == {} and link == "?q=GlucoSense+GS-40+error+E-07&rrf_k=5&doc=doc%231"
+
+
+def test_untrusted_text_is_escaped_everywhere(ui):
+    html, _, _, _ = compare_view.refresh(INJECTION, True, {}, {}, None, "", *values(), *values(rrf_k=2))
+    assert 'id="cmp-final-b"' in html and "<img" not in html
+    d = diff_lists([INJECTION], ['"><script>x</script>#0'])
+    row = compare_view._row('"><script>x</script>#0', 1, d, "b", {'"><script>x</script>': INJECTION}, set())
+    assert "<script>" not in row and "&lt;script&gt;" in row and "<img" not in row and "&lt;img" in row
+    msg = compare_view.compare_message(INJECTION)
+    assert "<img" not in msg
+
+
+def test_ticked_cards_replace_the_labels_and_no_ticks_mean_no_metric(ui):
+    args = (TURN, True, {}, {}, None, "", *values(), *values(rrf_k=60))
+    html, boxes, kept, _ = compare_view.refresh(*args)
+    assert "nDCG@10" not in html  # the mini corpus has no labeled turns
+    top = kept["a"]["result"].final[0].parent_id
+    ticked = compare_view.tick(TURN, [top], {})
+    html, boxes, _, _ = compare_view.refresh(TURN, True, ticked, kept, None, "", *values(), *values(rrf_k=60))
+    assert "nDCG@10 1.000" in html and "first relevant #1" in html and "this session&#x27;s marks" in html
+    assert top in [c[1] for c in boxes.choices] or top in str(boxes.choices)
+    html, _, _, _ = compare_view.refresh(TURN, True, compare_view.tick(TURN, [], ticked), kept, None, "",
+                                         *values(), *values(rrf_k=60))
+    assert "nDCG@10" not in html
+
+
+def test_labeled_turns_of_the_shipped_corpus_are_found(shipped_settings):
+    qrels = compare_view.labeled_qrels("  What does E-07 mean on a GS-60 METER ", shipped_settings.corpus_path)
+    assert qrels == {"device-gs60-e07": 2}
+    assert compare_view.labeled_qrels("not a labeled turn", shipped_settings.corpus_path) == {}
+
+
+def test_the_export_records_the_share_link(ui):
+    view = handlers.run_turn(TURN, *values(rrf_k=7, fusion="convex"))
+    record = json.loads(Path(view.export).read_text(encoding="utf-8"))
+    page, problems = state.decode(state.parse_query_string(record["link"]), handlers.default_controls())
+    assert problems == [] and page.query == TURN and page.a["rrf_k"] == 7 and page.a["fusion"] == "convex"
+    assert page.a == {**handlers.default_controls(), "rrf_k": 7, "fusion": "convex"}
