@@ -76,11 +76,12 @@ def choose_weights(query: str, bm25_weight: float, dense_weight: float, mode: st
 
 # ----------------------------------------------------------------------------------------- branch evidence
 # QUERY_WEIGHTING=adaptive: after both branches ran, what their lists say about this turn moves the weights again.
-# Each signal is a number a reader can check on the page; each rule names its signal, its threshold and its factor.
-LOW_COVERAGE = 0.25  # BM25's best chunk scores under a quarter of the turn's term weight: BM25 has little to say
-HIGH_COVERAGE = 0.60  # ... over 60%: BM25 found most of the turn, rare words included
+# One rule, measured on the shipped set and SciFact (the README's ablation): when BM25's best chunk matches under
+# LOW_COVERAGE of the turn's term weight, BM25 has little to say and its weight is halved. The other signals are
+# observed and reported, not acted on: raising BM25 when coverage is high gained on SciFact train and lost as much
+# on test, and raising it for a non-English turn (English-only embedder) lost on the shipped set.
+LOW_COVERAGE = 0.30
 EVIDENCE_DOWN = 0.5
-EVIDENCE_UP = 2.0
 TOP = 10  # the head of each list the gap and the overlap look at
 ENGLISH_ONLY_EMBEDDERS = frozenset({"bge-small-en-v1.5", "all-MiniLM-L6-v2"})
 
@@ -155,33 +156,16 @@ def branch_evidence(query: str, bm25_hits, dense_hits, index=None, embedding_mod
 
 
 def adapt_weights(base: TurnWeights, ev: BranchEvidence) -> TurnWeights:
-    """``base`` (the query-aware weights) moved by the branch evidence: one factor per rule that fires.
-
-    - BM25's best chunk covers less than ``LOW_COVERAGE`` of the turn's term weight: BM25 x``EVIDENCE_DOWN``;
-    - it covers at least ``HIGH_COVERAGE``: BM25 x``EVIDENCE_UP``;
-    - the turn is not English and the embedder reads only English: BM25 x``EVIDENCE_UP`` (the words still match).
-    """
-    bm25, dense = base.bm25, base.dense
-    fired: list[str] = []
-    why: list[str] = []
+    """``base`` (the query-aware weights) moved by the branch evidence: BM25's best chunk covers less than
+    ``LOW_COVERAGE`` of the turn's term weight -> BM25 x``EVIDENCE_DOWN``. The reason names the numbers."""
     if ev.terms and ev.coverage < LOW_COVERAGE:
-        bm25 *= EVIDENCE_DOWN
-        fired.append("low_coverage")
-        why.append(f"BM25's best chunk covers {ev.coverage:.0%} of the turn's term weight "
-                   f"(< {LOW_COVERAGE:.0%}; {ev.matched}/{ev.terms} terms known): BM25 x{EVIDENCE_DOWN:g}")
-    elif ev.terms and ev.coverage >= HIGH_COVERAGE:
-        bm25 *= EVIDENCE_UP
-        fired.append("high_coverage")
-        why.append(f"BM25's best chunk covers {ev.coverage:.0%} of the turn's term weight "
-                   f"(>= {HIGH_COVERAGE:.0%}): BM25 x{EVIDENCE_UP:g}")
-    if ev.language != "en" and ev.english_only:
-        bm25 *= EVIDENCE_UP
-        fired.append("language")
-        why.append(f"turn in '{ev.language}', English-only embedder: BM25 x{EVIDENCE_UP:g}")
-    if not fired:
-        why.append(f"branch evidence neutral (coverage {ev.coverage:.0%}, top-{TOP} overlap {ev.overlap})")
-    return TurnWeights(bm25, dense, base.features + tuple(fired), f"{base.reason}; then {'; '.join(why)}",
-                       ev.as_dict())
+        why = (f"BM25's best chunk covers {ev.coverage:.0%} of the turn's term weight (< {LOW_COVERAGE:.0%}; "
+               f"{ev.matched}/{ev.terms} terms in the index): BM25 x{EVIDENCE_DOWN:g}")
+        return TurnWeights(base.bm25 * EVIDENCE_DOWN, base.dense, (*base.features, "low_coverage"),
+                           f"{base.reason}; then {why}", ev.as_dict())
+    why = (f"branch evidence neutral (BM25 coverage {ev.coverage:.0%} >= {LOW_COVERAGE:.0%}, "
+           f"top-{TOP} overlap {ev.overlap})")
+    return TurnWeights(base.bm25, base.dense, base.features, f"{base.reason}; then {why}", ev.as_dict())
 
 
 def weigh_turn(query: str, s, bm25, dense, index_for) -> TurnWeights:

@@ -8,7 +8,8 @@ Rows (cumulative unless marked "instead"):
 3. + k=10;
 4. + dense weight 2;
 5. + query-aware weights (codes, units and quotes lean to BM25): the shipped ``rrf`` default;
-6. + branch-evidence weights (``QUERY_WEIGHTING=adaptive``: BM25's coverage of the turn, the turn's language);
+6. + branch-evidence weights (``QUERY_WEIGHTING=adaptive``: BM25 weight halved when its best chunk covers little
+   of the turn);
 7. convex fusion of min-max scores instead of RRF (Bruch et al., 2023), the weights of row 5;
 8-11. the cross-encoder: over the defaults blended with the fused order (RRF of the two orders, the default
    ``RERANK_MODE=rrf``), the same with adaptive weights (when they are not the default), over the defaults
