@@ -178,7 +178,8 @@ def test_bm25_budget_trips_for_real(replicated):
     """rank-bm25 scores every sub-chunk in Python: a long fresh turn over 1,200 sub-chunks takes tens of ms."""
     retriever, s = replicated
     long_turn = " ".join(f"insulin{i} meter{i} strip{i}" for i in range(60))
-    r = retriever.retrieve(long_turn, s.replace(bm25_timeout_ms=1, min_similarity=-1.0))
+    # The cosine rule with no threshold: nothing refuses the turn (the evidence rule would: no card knows its words).
+    r = retriever.retrieve(long_turn, s.replace(bm25_timeout_ms=1, min_similarity=-1.0, refusal_rule="cosine"))
     assert r.bm25.status == "timeout" and "bm25 exceeded its 1 ms budget" in r.reason
     assert r.hybrid_path == "dense_only" and r.final
 
