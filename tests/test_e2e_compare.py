@@ -70,11 +70,11 @@ def wait_compare(pg) -> None:
             pg.locator(f"#cmp-{stage}-{side}").wait_for()
 
 
-def check_marks(pg) -> None:
+def check_marks(pg, *, filled: bool = True) -> None:
     """Every B row's mark matches where the same id sits in A's list, and every A row's in B's."""
     for stage in ("bm25", "dense", "rrf", "final"):
         a, b = rows(pg, stage, "a"), rows(pg, stage, "b")
-        assert a and b, stage
+        assert (a and b) or not filled, stage
         a_rank = {r["id"]: int(r["rank"]) for r in a}
         b_rank = {r["id"]: int(r["rank"]) for r in b}
         for r in b:
@@ -191,4 +191,41 @@ def test_screenshot_of_compare_mode_for_the_readme(context, server):
     pg.screenshot(path=str(out), full_page=True,
                   clip={"x": 0, "y": top["y"] - 8, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 16})
     assert out.stat().st_size > 30_000
+    clean(pg)
+
+
+def test_evaluation_tab_a_vs_b_opens_a_broken_turn_in_compare_mode(context, server):
+    if not SHIPPED.exists():
+        pytest.skip("A vs B runs over the shipped corpus's labeled turns")
+    from retrieval.settings import ADR_RECIPE
+
+    pg = open_page(context, server)
+    pg.get_by_role("tab", name="Evaluation").click()
+    expect()(pg.locator("#ab-a-preset input")).to_have_value("tuned defaults")
+    expect()(pg.locator("#ab-b-preset input")).to_have_value("ADR recipe")
+    pg.locator("#ab-run").click()
+    long = 1_500_000  # 71 turns under both configurations on a shared 2-core machine
+    expect()(pg.locator("#ab-significance")).to_contain_text("paired randomization test", timeout=long)
+    expect()(pg.locator("#ab-summary")).to_contain_text("rrf_k 10 → 60")
+
+    def deltas() -> list[float]:
+        return [float(d) for d in pg.locator("#ab-turns .ab-turn").evaluate_all("els => els.map(e => e.dataset.delta)")]
+
+    worst_first = deltas()
+    assert worst_first and worst_first == sorted(worst_first) and 0.0 not in worst_first
+    assert pg.locator("#ab-turns .ab-turn.broke").count() == sum(d < 0 for d in worst_first) > 0
+    pg.locator("#ab-sort").get_by_label("most fixed first").check()
+    expect()(pg.locator("#ab-turns .ab-turn").first).to_have_attribute("data-delta", str(max(worst_first)))
+    assert deltas() == sorted(worst_first, reverse=True)
+
+    turn = pg.locator("#ab-turns .ab-turn.broke").first
+    text = turn.locator("a").text_content()
+    turn.locator("a").click()
+    expect()(pg.locator("#query textarea")).to_have_value(text)
+    expect()(pg.locator("#compare-on input")).to_be_checked()
+    wait_compare(pg)
+    expect()(pg.locator("#rrf-k input[type=number]")).to_have_value(str(DEFAULTS.rrf_k))
+    expect()(pg.locator("#b-rrf-k input[type=number]")).to_have_value(str(ADR_RECIPE["rrf_k"]))
+    expect()(pg.locator("#cmp-summary")).to_contain_text(f"rrf_k {DEFAULTS.rrf_k} → {ADR_RECIPE['rrf_k']}")
+    check_marks(pg, filled=False)  # a broken turn may be one B refuses (no final card)
     clean(pg)
