@@ -175,10 +175,11 @@ def _first_card(a: RetrievalResult, b: RetrievalResult, changed: set[str], name)
     if a_ids[:1] == [top.parent_id]:
         return f"Both rank {name(top.parent_id)} first."
     where = f"A ranks it #{a_ids.index(top.parent_id) + 1}" if top.parent_id in a_ids else "A does not return it"
-    return f"B ranks {name(top.parent_id)} first ({where}): " + _cause(b, top.chunk_id, changed, a.settings.get("rrf_k", 0)) + "."
+    return f"B ranks {name(top.parent_id)} first ({where}): " + _cause(b, top.chunk_id, changed, a.settings.get("rrf_k", 0), a.weights) + "."
 
 
-def _cause(b: RetrievalResult, chunk_id: str, changed: set[str], a_k: int = 0) -> str:
+def _cause(b: RetrievalResult, chunk_id: str, changed: set[str], a_k: int = 0,
+           a_weights: Mapping[str, float] | None = None) -> str:
     reranked = next((h for h in b.reranked if h.chunk_id == chunk_id), None)
     if reranked is not None and reranked.fused_rank != 1:
         why = f"the cross-encoder moved it from fused #{reranked.fused_rank} to the top"
@@ -197,11 +198,12 @@ def _cause(b: RetrievalResult, chunk_id: str, changed: set[str], a_k: int = 0) -
         return "it leads the fused list"
     rank = fused.branch_ranks.get(lead)
     weight = b.weights.get(lead, 0.0)
+    a_weights = a_weights or {}
     label = "BM25" if lead == "bm25" else "dense"
     why = [f"its {label} weight is {weight:g}, and it is {label}'s #{rank}" if rank else
            f"its {label} weight is {weight:g}"]
     if f"{lead}_weight" in changed or "query_weighting" in changed:
-        why.append(f"{label} weighs {weight:g} in B ({b.weight_reason or 'the configured weights'})")
+        why.append(f"A weighs {label} {a_weights.get(lead, 0.0):g} ({b.weight_reason or 'B: the configured weights'})")
     if "rrf_k" in changed and b.settings.get("fusion") == "rrf":
         k = b.settings.get("rrf_k", 0)
         why.append(f"RRF k is {k} in B: " + ("a larger k flattens the gap between ranks, so appearing in both lists "

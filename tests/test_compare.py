@@ -88,6 +88,7 @@ def test_summary_attributes_the_new_first_card_to_the_dense_weight():
     assert "dense_weight 1 → 3" in text
     assert "B ranks Zeta card (z) first (A ranks it #2)" in text
     assert "its dense weight is 3, and it is dense's #1" in text
+    assert "A weighs dense 1" in text
     assert "Both run at level full." in text
     assert "the fused list:" in text and "BM25" not in text.split("Changes per stage:")[1]
 
