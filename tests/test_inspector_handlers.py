@@ -183,9 +183,11 @@ def test_each_model_gets_a_threshold_on_its_own_scale(ui):
         assert answered(minilm, suggested, turn), turn
     for turn in ("what is the capital of Australia", "give me a recipe for banana bread"):
         assert not answered(minilm, suggested, turn), turn
-    # bge's threshold refuses an in-domain paraphrase on MiniLM's scale; MiniLM's lets nonsense through on bge's.
+    # bge's threshold refuses an in-domain paraphrase on MiniLM's scale; MiniLM's lets nonsense through on bge's
+    # when the cosine is the only rule. The evidence rule (the default) still refuses it: none of its words occurs
+    # in the cards.
     assert not answered(minilm, DEFAULT_MIN_SIMILARITY[bge], "the meter says it is too cold")
-    assert answered(bge, suggested, "who won the football match last night")
+    assert not answered(bge, suggested, "who won the football match last night")
 
 
 def test_switching_model_moves_the_threshold_to_that_models_scale(ui):
