@@ -263,7 +263,8 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
     return RefusalThresholds(min_cross_encoder=s.refusal_min_cross_encoder,
                              min_rescue_cosine=round(s.min_similarity + s.refusal_rescue_margin, 6),
                              min_fallback_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
-                             min_dense_only_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6))
+                             min_dense_only_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
+                             check_identifiers=s.refusal_unknown_codes)
 
 
 def _describe(path: str, reasons: list[str]) -> str:

@@ -148,6 +148,9 @@ class Settings:
             added to MIN_SIMILARITY: the cosine that rescues a low cross-encoder score (with a word of the turn in
             the top card), and the cosine a turn needs when the cross-encoder did not run (``rrf_only``,
             ``dense_only``). Relative, so they follow each embedding model's cosine scale.
+        refusal_unknown_codes: ``REFUSAL_UNKNOWN_CODES``; true refuses a turn naming an unknown member of a code
+            family the cards use (GS-90 when they know GS-40, GS-60). Set false for open text such as abstracts,
+            where a gene name (NF2) may be absent from the very abstract that answers.
         data_dir: ``DATA_DIR``, the git-ignored folder for uploaded corpora and their registry (``data/``).
         data_root: ``DATA_ROOT``, where BEIR-layout folders are offered as corpora (default ``../shared/eval``).
     """
@@ -194,6 +197,7 @@ class Settings:
     refusal_rescue_margin: float = knob(DEFAULT_RESCUE_MARGIN, "REFUSAL_RESCUE_MARGIN", "float", lo=-2.0, hi=2.0)
     refusal_fallback_margin: float = knob(DEFAULT_FALLBACK_MARGIN, "REFUSAL_FALLBACK_MARGIN", "float", lo=-2.0,
                                           hi=2.0)
+    refusal_unknown_codes: bool = knob(True, "REFUSAL_UNKNOWN_CODES", "bool")
     data_dir: str = knob(str(PROJECT_ROOT / "data"), "DATA_DIR", "name")
     data_root: str = knob(str((PROJECT_ROOT.parent / "shared" / "eval").resolve()), "DATA_ROOT", "name")
 

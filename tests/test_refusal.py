@@ -82,6 +82,12 @@ def test_lexical_evidence_known_matched_and_unknown_identifiers():
     assert lex("hello", top=None).matched == ()
 
 
+def test_a_plural_or_other_form_of_a_word_counts_as_the_word():
+    ev = lexical_evidence("refrigerators for insulins", TEXTS[3], VOCAB)  # the card says refrigerator, insulin
+    assert ev.known == ("refrigerators", "insulins") and ev.matched == ("refrigerators", "insulins")
+    assert lexical_evidence("insulins", TEXTS[0], VOCAB).matched == ()
+
+
 def test_agreement_counts_distinct_cards_in_each_top():
     a = agreement_evidence(["a", "a", "b", "c"], ["c", "b", "d"], "b", depth=2)
     assert (a.overlap, a.depth, a.top_in_both) == (1, 2, True)  # tops [a, b] and [c, b]
@@ -154,6 +160,15 @@ def test_vocabulary_tests_refuse_even_a_high_cross_encoder_score(turn, reason):
     d = decide(RefusalEvidence("full", best_cross_encoder=4.9, best_cosine=0.75, lexical=lex(turn)), T)
     assert d.refused
     assert d.reason == reason
+
+
+def test_the_identifier_test_can_be_switched_off_for_open_text():
+    ev = RefusalEvidence("full", best_cross_encoder=4.9, best_cosine=0.75, lexical=lex("GlucoSense GS-90 error"))
+    assert decide(ev, T).refused
+    d = decide(ev, RefusalThresholds(check_identifiers=False))
+    assert not d.refused and [t.name for t in d.tests] == ["known words", "cross-encoder"]
+    with pytest.raises(ValueError, match="check_identifiers must be true or false"):
+        RefusalThresholds(check_identifiers="no")
 
 
 def test_rrf_only_falls_back_to_cosine_lexical_and_agreement():
