@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 
 from inspector import figures, render, state
 from retrieval.context import REFUSAL, Context, build_context
+from retrieval.corpora import open_for_turns
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.query import QueryError, clean_query
@@ -136,22 +137,23 @@ class Turn:
     retriever: HybridRetriever
     result: RetrievalResult
     context: Context
+    corpus: str = ""  # the session's active corpus ("" = the shipped cards at CORPUS_PATH)
 
 
-def execute(query: str, controls: dict[str, Any]) -> Turn:
-    """Validate, build Settings and run the pipeline once (cached stages are reused).
+def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> Turn:
+    """Validate, build Settings and run the pipeline once (cached stages are reused), on the session's corpus.
 
     Raises:
         QueryError: the turn is empty, too long, or not text.
-        ValueError: a control value is out of range.
+        ValueError: a control value is out of range, or the corpus is unknown or not indexed yet.
     """
     text = clean_query(query)
     settings = build_settings(controls)
-    retriever = get_retriever(settings)
+    retriever = open_for_turns(corpus, settings) if corpus else get_retriever(settings)
     result = retriever.retrieve(query, settings)  # as typed: the result notes what normalising changed
     ctx = build_context(result, retriever.by_id, settings.context_token_budget)
     effective = {name: getattr(settings, name) for name in CONTROLS}  # None -> the base value actually used
-    return Turn(text, effective, settings, retriever, result, ctx)
+    return Turn(text, effective, settings, retriever, result, ctx, corpus or "")
 
 
 def _idle_view(message: str) -> TurnView:
@@ -187,7 +189,8 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
         explain=render.render_explain(result, explain_id or "", chunks),
         context=render.render_context(turn.context),
         export=export_turn(turn),
-        last_turn={"query": turn.query, "controls": turn.controls},
+        last_turn={"query": turn.query, "controls": turn.controls,
+                   **({"corpus": turn.corpus} if turn.corpus else {})},
     )
 
 
@@ -202,27 +205,31 @@ def common_terms(retriever: HybridRetriever, terms: frozenset[str], tokenizer: s
 
 def run_turn(query: str, *values: Any, **named: Any) -> TurnView:
     """The Run handler (api_name ``run_turn``): the turn text, then each control in ``CONTROLS`` order (or by
-    name).
+    name), then optionally ``corpus``: the corpus to run on (a name from the Data tab; None = the shipped cards).
 
     A control left at None keeps the base value (the environment's Settings). Never raises: a bad turn or a bad
     setting becomes the message panel (and a toast in the page).
     """
+    corpus = named.pop("corpus", None)
+    if len(values) == len(CONTROLS) + 1:
+        *values, corpus = values
     unknown = sorted(set(named) - set(CONTROLS))
     if unknown or len(values) > len(CONTROLS):
-        return _idle_view(f"run_turn takes the turn and at most {len(CONTROLS)} controls ({', '.join(CONTROLS)}); "
-                          f"got {len(values)} positional values and unknown names {unknown}.")
-    return _run(query, {**dict(zip(CONTROLS, values)), **named})
+        return _idle_view(f"run_turn takes the turn, at most {len(CONTROLS)} controls ({', '.join(CONTROLS)}) and "
+                          f"the corpus; got {len(values)} positional values and unknown names {unknown}.")
+    return _run(query, {**dict(zip(CONTROLS, values)), **named}, corpus=corpus)
 
 
-# Gradio names the API's parameters after the signature: the turn, then one per control, each optional.
+# Gradio names the API's parameters after the signature: the turn, one per control, then the corpus; all optional.
 run_turn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
-    + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for name in CONTROLS])
+    + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for name in CONTROLS]
+    + [inspect.Parameter("corpus", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
 
 
-def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None) -> TurnView:
+def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None, corpus: str | None = None) -> TurnView:
     try:
-        return render_turn(execute(query, controls), explain_id)
+        return render_turn(execute(query, controls, corpus or None), explain_id)
     except (QueryError, ValueError, TypeError) as exc:
         _toast(str(exc))
         return _idle_view(str(exc))
@@ -236,13 +243,14 @@ def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None) ->
 def rerun_turn(query: str, *values: Any) -> TurnView | tuple[Any, ...]:
     """A control moved: re-run the current turn (cached stages make it fast), keeping the explained document.
 
-    ``values`` are the controls in ``CONTROLS`` order, then optionally the explained sub-chunk id. Does nothing
-    while the turn box is empty.
+    ``values`` are the controls in ``CONTROLS`` order, then optionally the explained sub-chunk id and the
+    session's corpus. Does nothing while the turn box is empty.
     """
     if not isinstance(query, str) or not query.strip():
         return tuple(gr.skip() for _ in TurnView._fields)
     n = len(CONTROLS)
-    return _run(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None)
+    return _run(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
+                values[n + 1] if len(values) > n + 1 else None)
 
 
 def explain(last_turn: dict[str, Any] | None, chunk_id: str | None) -> str:
@@ -250,7 +258,7 @@ def explain(last_turn: dict[str, Any] | None, chunk_id: str | None) -> str:
     if not last_turn:
         return render.render_explain_placeholder()
     try:
-        turn = execute(last_turn["query"], last_turn["controls"])
+        turn = execute(last_turn["query"], last_turn["controls"], last_turn.get("corpus") or None)
         return render.render_explain(turn.result, chunk_id or "", turn.retriever.by_id)
     except Exception as exc:
         log.exception("explain failed")

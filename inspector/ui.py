@@ -13,10 +13,11 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import compare_view, handlers, render
+from inspector import compare_view, data_tab, handlers, render
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
+from retrieval.formats import Limits
 from retrieval.settings import Knob
 
 log = logging.getLogger(__name__)
@@ -31,14 +32,14 @@ HEADER = ('<div class="banner"><h1>Hybrid retrieval inspector</h1>'
 # Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
 # all of them when the server stops). Exports are also capped at handlers.EXPORT_KEEP and never copied.
 DELETE_CACHE = (3600, 86400)
-# No control takes a file, so Gradio's upload routes are refused outright (RefuseUploads); MAX_FILE_SIZE is the
-# limit Gradio itself applies should an upload control ever be added (and RefuseUploads removed).
-MAX_FILE_SIZE = "1mb"
-UPLOAD_ROUTES = ("/upload", "/process_recording")
+# The Data tab's upload is the only control that takes a file: Gradio refuses anything larger than the corpus upload
+# limit (MAX_UPLOAD_MB) before it reaches the cache; the microphone route stays refused (RefuseUploads).
+MAX_FILE_SIZE = f"{Limits.from_env().max_upload_mb:g}mb"
+UPLOAD_ROUTES = ("/process_recording",)
 
 
 class RefuseUploads:
-    """ASGI middleware: Gradio's upload routes answer 403, so no anonymous file lands in the cache."""
+    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -70,9 +71,13 @@ def build_app() -> gr.Blocks:
     with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as app:
         gr.HTML(HEADER, elem_id="banner")
+        # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
+        corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector"):
-                restore_links = build_inspector_tab()
+                restore_links = build_inspector_tab(corpus)
+            with gr.Tab("Data", id="data"):
+                data_tab.build_data_tab(corpus)
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
@@ -82,15 +87,17 @@ def build_app() -> gr.Blocks:
 
 
 # ------------------------------------------------------------------------------------------------ the tab
-def build_inspector_tab() -> Callable[[gr.Blocks], None]:
+def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
-    to the app's load event."""
+    to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it)."""
     query, run = _turn_row()
+    if corpus is not None:
+        data_tab.turn_picker(query, corpus)  # the active corpus's labeled turns, when it has some
     examples = _examples(query)
     controls = _controls()
     panel = compare_view.build_panel(control_widget)  # compare mode (off by default) and the share link
     outputs = _results()
-    _wire(query, run, examples, controls, outputs)
+    _wire(query, run, examples, controls, outputs, corpus)
     compare_view.wire(panel, query, run, examples, controls, outputs)
     return lambda app: compare_view.wire_load(app, panel, query, controls, outputs)
 
@@ -190,14 +197,16 @@ def _results() -> dict[str, Any]:
 
 
 def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
-          o: dict[str, Any]) -> None:
+          o: dict[str, Any], corpus: gr.Textbox | None = None) -> None:
     inputs = [query, *controls.values()]
+    tail = [corpus] if corpus is not None else []
     outputs = [o[name] for name in handlers.TurnView._fields]
-    turn = dict(inputs=inputs, outputs=outputs, concurrency_id="turn", concurrency_limit=4)
+    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4)
     run.click(handlers.run_turn, api_name="run_turn", **turn)
     query.submit(handlers.run_turn, api_visibility="private", **turn)
     examples.load_input_event.then(handlers.run_turn, api_visibility="private", **turn)
-    rerun = dict(turn, inputs=[*inputs, o["explain_doc"]], api_visibility="private", trigger_mode="always_last")
+    rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private",
+                 trigger_mode="always_last")
     for name, component in controls.items():
         if name == "embedding_model":
             component.input(handlers.on_model_change, component, controls["min_similarity"],

@@ -1,4 +1,5 @@
-"""The launched app keeps Gradio's cache bounded and takes no anonymous uploads (issue 13, defect 8).
+"""The launched app keeps Gradio's cache bounded: uploads above the corpus limit and on routes no control uses are
+refused (issue 13, defect 8; the Data tab's corpus upload is the one control that takes a file, issue 10).
 
 ``python app.py`` runs with its own GRADIO_TEMP_DIR (Gradio's cache folder), so every file the app leaves there is
 counted: a turn makes one export in the app's private folder, never a second copy of it elsewhere in the cache,
@@ -23,7 +24,7 @@ TURN = "GlucoSense GS-40 error E-07"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("app-cache")
-    server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio")})
+    server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio"), "MAX_UPLOAD_MB": "1"})
     try:
         server.start()
     except RuntimeError as exc:
@@ -37,11 +38,11 @@ def _cached_files(app) -> list:
     return [p for p in app.cache.rglob("*") if p.is_file()] if app.cache.exists() else []
 
 
-def _upload(url: str, size: int) -> int:
+def _upload(url: str, size: int, route: str = "upload") -> int:
     boundary = uuid.uuid4().hex
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n"
             f"Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * size + f"\r\n--{boundary}--\r\n".encode()
-    request = urllib.request.Request(f"{url}gradio_api/upload", data=body, method="POST",
+    request = urllib.request.Request(f"{url}gradio_api/{route}", data=body, method="POST",
                                      headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -50,10 +51,12 @@ def _upload(url: str, size: int) -> int:
         return exc.code
 
 
-def test_anonymous_uploads_are_refused_and_leave_nothing(app):
+def test_oversize_uploads_and_unused_upload_routes_are_refused_and_leave_nothing(app):
+    """MAX_UPLOAD_MB=1 here: a 2 MB upload is refused by Gradio before it reaches the cache; the recording route,
+    which no control uses, refuses even 10 bytes."""
     before = set(_cached_files(app))
-    for size in (1_000_000, 10):
-        assert _upload(app.url, size) in (403, 413)
+    assert _upload(app.url, 2_000_000) == 413
+    assert _upload(app.url, 10, route="process_recording") == 403
     assert set(_cached_files(app)) == before
 
 

@@ -211,7 +211,7 @@ def test_run_turn_is_callable_by_gradio_client_with_its_own_settings(server):
     params = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run_turn"]["parameters"]
     from inspector.handlers import CONTROLS
 
-    assert [p["parameter_name"] for p in params] == ["query", *CONTROLS]
+    assert [p["parameter_name"] for p in params] == ["query", *CONTROLS, "corpus"]
     out = client.predict(TURN, rrf_k=3, simulate_reranker_failure=True, api_name="/run_turn")
     status, fused = out[1], out[4]
     assert "level-rrf_only" in status and "/(3+" in fused

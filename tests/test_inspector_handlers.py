@@ -199,7 +199,7 @@ def test_switching_model_moves_the_threshold_to_that_models_scale(ui):
 def test_run_turn_takes_the_turn_then_every_control_by_name_and_defaults_to_the_base(ui):
     import inspect
 
-    assert tuple(inspect.signature(ui.run_turn).parameters) == ("query", *handlers.CONTROLS)
+    assert tuple(inspect.signature(ui.run_turn).parameters) == ("query", *handlers.CONTROLS, "corpus")
     view = ui.run_turn(TURN, rrf_k=7)
     assert view.last_turn["controls"] == {**handlers.default_controls(), "rrf_k": 7}
     assert "/(7+" in view.rrf
@@ -215,7 +215,7 @@ def test_the_app_exposes_run_turn_with_plain_inputs_and_the_stable_ids(ui):
                     "hybrid-enabled", "simulate-reranker-failure", "simulate-empty-bm25", "top-k", "export"):
         assert elem_id in ids, elem_id
     run = [d for d in config["dependencies"] if d.get("api_name") == "run_turn"]
-    assert len(run) == 1 and len(run[0]["inputs"]) == 1 + len(handlers.CONTROLS)
+    assert len(run) == 1 and len(run[0]["inputs"]) == 1 + len(handlers.CONTROLS) + 1  # + the session's corpus
     tabs = [c["props"].get("label") for c in config["components"] if c.get("type") == "tabitem"]
     assert tabs[0] == "Inspector"
 

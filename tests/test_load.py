@@ -253,7 +253,7 @@ def _predict(client, job: Job) -> Any:
 def test_run_turn_takes_the_query_then_every_control(app, outside, tmp_path):
     client = _client(app.url, tmp_path / "api")
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run_turn"]
-    assert [p["parameter_name"] for p in api["parameters"]] == ["query", *CONTROLS]
+    assert [p["parameter_name"] for p in api["parameters"]] == ["query", *CONTROLS, "corpus"]
     assert all(p["parameter_has_default"] for p in api["parameters"][1:]), "every control must be optional"
     assert len(api["returns"]) == len(API_FIELDS)
     assert outside == []

@@ -1,0 +1,228 @@
+"""The Data tab: pick the session's active corpus (the shipped cards, corpora indexed before, BEIR folders under the
+data root), upload one (validated before anything is indexed), watch its indexing progress, cancel, delete.
+
+No retrieval logic: loading, validation, the registry and the indexing jobs live in ``retrieval.corpora`` and
+``retrieval.formats``. The active corpus is per browser session: a hidden ``corpus`` box built in ``ui.build_app``
+that the inspector's turns read; a session switches only once its corpus is indexed, and a failed upload changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from inspector import handlers, render
+from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, start_index
+from retrieval.formats import Limits, LoadError
+
+log = logging.getLogger(__name__)
+
+UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".tsv", ".zip"]
+POLL_S = 1.0
+
+
+def _registry() -> Registry:
+    return Registry(handlers.base_settings())
+
+
+def _settings():
+    return handlers.base_settings()
+
+
+def picker_choices() -> list[tuple[str, str]]:
+    return [(e.label(), e.name) for e in _registry().entries()]
+
+
+def _message(text: str, kind: str = "error") -> str:
+    """A message panel; multi-line problem lists keep their lines (escaped)."""
+    lines = str(text).splitlines() or [""]
+    head, rest = lines[0], lines[1:]
+    body = render.esc(head) + ("<ul class='problems'>" + "".join(f"<li>{render.esc(x)}</li>" for x in rest) + "</ul>"
+                               if rest else "")
+    return f'<div class="message {kind}" role="status">{body}</div>'
+
+
+def progress_html(snap: dict[str, Any] | None) -> str:
+    """The progress bar: sub-chunks embedded / total, rate, time left and the job's status."""
+    if not snap:
+        return '<div class="index-progress idle">No indexing job running.</div>'
+    pct = 100.0 * snap["fraction"]
+    eta = f" · {snap['eta_s']:.0f} s left" if snap.get("eta_s") is not None and snap["status"] == "running" else ""
+    rate = f" · {snap['rate']:.1f} sub-chunks/s" if snap.get("rate") else ""
+    status = {"running": "indexing", "done": "ready", "cancelled": "cancelled", "failed": "failed"}[snap["status"]]
+    return (f'<div class="index-progress {render.esc(snap["status"])}">'
+            f'<progress max="{snap["total"]}" value="{snap["done"]}"></progress> '
+            f'<span class="pct">{pct:.0f}%</span> <b>{render.esc(snap["name"])}</b>: {status}, '
+            f'{snap["done"]:,}/{snap["total"]:,} sub-chunks embedded{rate}{eta}</div>')
+
+
+def active_html(name: str | None) -> str:
+    return f'<div class="active-corpus">Active corpus in this session: <b>{render.esc(name or SHIPPED)}</b></div>'
+
+
+# ------------------------------------------------------------------------------------------------ handlers
+def _begin(name: str, current: str | None) -> tuple:
+    """Load (validate) a corpus and start or join its indexing job; switch at once if it is ready."""
+    registry = _registry()
+    data = registry.load(registry.get(name))
+    if data.key is None or is_ready(data, _settings()):
+        return (_message(f"Active corpus: {data.entry.label()}.", "info"), progress_html(None), name, None,
+                gr.Timer(active=False))
+    job = start_index(data, _settings())
+    return (_message(f"Indexing {data.entry.label()}; the inspector switches to it when the bar reaches 100%.",
+                     "info"), progress_html(job.snapshot()), current, name, gr.Timer(active=True))
+
+
+def open_corpus(name: str | None, current: str | None) -> tuple:
+    """The picker's Open: (message, progress, corpus, pending, timer)."""
+    try:
+        if not name:
+            raise ValueError("Pick a corpus first.")
+        return _begin(name, current)
+    except (LoadError, ValueError, OSError) as exc:
+        return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False)
+    except Exception as exc:  # never a stack trace in the page; the log keeps it
+        log.exception("opening corpus %r failed", name)
+        return (_message(f"Could not open {name!r} ({type(exc).__name__}: {exc})."), progress_html(None), current,
+                None, gr.Timer(active=False))
+
+
+def upload_corpus(file: Any, name: str | None, current: str | None) -> tuple:
+    """Validate and register an uploaded file, then index it: (message, progress, corpus, pending, timer, picker,
+    upload box emptied for the next file). A file that does not validate changes nothing (the active corpus
+    stays)."""
+    return (*_upload(file, name, current), gr.File(value=None))
+
+
+def _upload(file: Any, name: str | None, current: str | None) -> tuple:
+    path = getattr(file, "name", file)
+    keep_picker = gr.Dropdown()
+    if not path:
+        return (_message("Choose a file to upload first."), progress_html(None), current, None,
+                gr.Timer(active=False), keep_picker)
+    shown = Path(getattr(file, "orig_name", None) or path).name
+    try:
+        data, new = _registry().add(path, (name or "").strip() or None, display=shown, copy=True)
+    except LoadError as exc:
+        return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False), keep_picker
+    except Exception as exc:
+        log.exception("upload %r failed", shown)
+        return (_message(f"{shown}: could not be read ({type(exc).__name__}: {exc})."), progress_html(None), current,
+                None, gr.Timer(active=False), keep_picker)
+    out = _begin(data.entry.name, current)
+    note = "" if new else f" (same content as {data.entry.name}, indexed before: reused)"
+    message = _message(f"{shown}: {data.entry.cards:,} cards, {data.entry.chunks:,} sub-chunks, "
+                       f"{data.entry.turns} labeled turns{note}. " + ("Indexing..." if out[3] else "Ready."), "info")
+    return (message, *out[1:], gr.Dropdown(choices=picker_choices(), value=data.entry.name))
+
+
+def poll(pending: str | None, current: str | None) -> tuple:
+    """The timer's tick while a job runs: (message, progress, corpus, pending, timer)."""
+    if not pending:
+        return gr.skip(), gr.skip(), current, None, gr.Timer(active=False)
+    try:
+        registry = _registry()
+        data = registry.load(registry.get(pending))
+    except Exception as exc:
+        return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False)
+    job = job_for(data, _settings())
+    if job is None:
+        return _message(f"No indexing job for {pending!r}."), progress_html(None), current, None, gr.Timer(active=False)
+    snap = job.snapshot()
+    if snap["status"] == "running":
+        return gr.skip(), progress_html(snap), current, pending, gr.Timer(active=True)
+    if snap["status"] == "done":
+        return (_message(f"Active corpus: {data.entry.label()}.", "info"), progress_html(snap), pending, None,
+                gr.Timer(active=False))
+    return (_message(f"Indexing {pending} {snap['status']}: {snap['error']}"), progress_html(snap), current, None,
+            gr.Timer(active=False))
+
+
+def cancel(pending: str | None) -> str:
+    if not pending:
+        return _message("No indexing job to cancel.", "info")
+    registry = _registry()
+    job = job_for(registry.load(registry.get(pending)), _settings())
+    if job is not None and job.running:
+        job.cancel.set()
+        return _message(f"Cancelling {pending}: what is embedded so far is kept, and opening it again resumes.",
+                        "info")
+    return _message(f"{pending} is not being indexed.", "info")
+
+
+def delete(name: str | None, current: str | None) -> tuple:
+    """Delete the picked corpus and its store: (message, corpus, picker)."""
+    try:
+        if not name:
+            raise ValueError("Pick a corpus to delete.")
+        done = _registry().delete(name)
+    except (ValueError, LoadError) as exc:
+        return _message(str(exc)), current, gr.Dropdown()
+    now = SHIPPED if current == name else current
+    return _message(done.capitalize() + ".", "info"), now, gr.Dropdown(choices=picker_choices(), value=SHIPPED)
+
+
+def turn_choices(corpus: str | None) -> Any:
+    """The inspector's example turns: the labeled turns of the session's corpus (hidden when it has none)."""
+    try:
+        registry = _registry()
+        data = registry.load(registry.get(corpus or SHIPPED))
+    except Exception:
+        return gr.Dropdown(choices=[], value=None, visible=False)
+    turns = [(f"{q.id}: {q.text[:90]}", q.text) for q in data.queries[:500]]
+    return gr.Dropdown(choices=turns, value=None, visible=bool(turns),
+                       label=f"Labeled turns of {data.entry.name} ({len(data.queries)})")
+
+
+# ------------------------------------------------------------------------------------------------ layout
+def turn_picker(query: gr.Textbox, corpus: gr.Textbox) -> gr.Dropdown:
+    """In the inspector tab: a dropdown of the active corpus's labeled turns; picking one fills the turn box."""
+    picker = gr.Dropdown(choices=[], value=None, label="Labeled turns of the active corpus", visible=False,
+                         elem_id="corpus-turns", interactive=True)
+    corpus.change(turn_choices, corpus, picker, api_visibility="private")
+    picker.input(lambda text: text or gr.skip(), picker, query, api_visibility="private")
+    return picker
+
+
+def build_data_tab(corpus: gr.Textbox) -> None:
+    """The Data tab's layout and wiring; ``corpus`` is the session's active corpus (built in ``ui.build_app``)."""
+    limits = Limits.from_env()
+    gr.Markdown("### Your own data\nPick the corpus this browser session inspects, or upload one: cards JSONL "
+                "(`id`, `title`, `text`; `lang`, `topic` optional), a BEIR `corpus.jsonl` or a .zip of a BEIR "
+                "folder (with `queries.jsonl` + `qrels/` its labeled turns appear as examples), CSV/TSV with "
+                "`id,title,text` columns, or a .zip of .txt/.md files (one card per file). Limits: "
+                + render.esc(limits.describe()) + ".")
+    active = gr.HTML(active_html(None), elem_id="active-corpus")
+    pending = gr.State(None)
+    with gr.Row(equal_height=True):
+        picker = gr.Dropdown(choices=picker_choices(), value=SHIPPED, label="Corpus (pick, or type a name)",
+                             elem_id="corpus-picker", scale=4, interactive=True, allow_custom_value=True)
+        open_btn = gr.Button("Open", variant="primary", elem_id="corpus-open", scale=1)
+        refresh = gr.Button("↻ Refresh list", elem_id="corpus-refresh", scale=1)
+        delete_btn = gr.Button("Delete corpus and its store", variant="stop", elem_id="corpus-delete", scale=1)
+    with gr.Row(equal_height=True):
+        upload = gr.File(label="Upload a corpus", file_types=UPLOAD_TYPES, elem_id="corpus-upload", scale=4)
+        with gr.Column(scale=2):
+            name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1)
+            add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add")
+    message = gr.HTML("", elem_id="data-message")
+    with gr.Row(equal_height=True):
+        progress = gr.HTML(progress_html(None), elem_id="index-progress")
+        cancel_btn = gr.Button("Cancel indexing", elem_id="index-cancel", scale=0, min_width=160)
+    timer = gr.Timer(POLL_S, active=False)
+    private = dict(api_visibility="private")
+    state_out = [message, progress, corpus, pending, timer]
+    open_btn.click(open_corpus, [picker, corpus], state_out, **private)
+    add.click(upload_corpus, [upload, name, corpus], [*state_out, picker, upload], concurrency_limit=2, **private)
+    timer.tick(poll, [pending, corpus], state_out, **private)
+    cancel_btn.click(cancel, pending, message, **private)
+    delete_btn.click(delete, [picker, corpus], [message, corpus, picker], **private)
+    refresh.click(lambda: gr.Dropdown(choices=picker_choices()), None, picker, **private)
+    corpus.change(active_html, corpus, active, **private)
+    root = gr.context.Context.root_block  # each page load lists the corpora indexed since the app started
+    if root is not None:
+        root.load(lambda: gr.Dropdown(choices=picker_choices()), None, picker, **private)

@@ -1,0 +1,242 @@
+"""The Data tab end to end (issue 10): the launched app (``python app.py``) driven by a real headless Chromium.
+
+Upload a JSONL with a broken line (the message names the line), then the fixed file (the progress bar reaches
+100%, a turn's four lists come from the new corpus); upload a CSV and a .zip of Markdown; open a BEIR folder found
+under the data root (a small one made in tmp, so the test indexes in seconds; real SciFact takes ~25 min) and see
+its labeled turns offered in the inspector; switch back to the shipped corpus; two browser contexts with different
+active corpora each see their own lists. Saves the README screenshot of the Data tab to docs/data-tab.png.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.app_server import MINI, ROOT, AppServer
+from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS, LOCAL, TIMEOUT_MS, _unavailable
+
+OWN = [
+    {"id": "own-water", "title": "Water with tablets", "text": "Drink a full glass of water with every tablet. "
+                                                               "Water helps the tablet reach the stomach."},
+    {"id": "own-alarm", "title": "Evening alarm", "text": "Set a phone alarm for the evening dose. Snooze once."},
+    {"id": "own-travel", "title": "Travel kit", "text": "Pack spare doses in hand luggage when flying abroad."},
+    {"id": "own-fridge", "title": "Fridge", "text": "Keep unopened insulin pens in the fridge door."},
+]
+TURN = "glass of water with every tablet"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("uploads")
+    out = {}
+    good = "".join(json.dumps(c) + "\n" for c in OWN)
+    broken = good.splitlines(keepends=True)
+    broken[1] = '{"id": "own-alarm", "title": "Evening alarm", "text": <script>alert(1)</script>\n'
+    out["broken"] = d / "own cards.jsonl"
+    out["broken"].write_text("".join(broken), encoding="utf-8")
+    fixed = d / "fixed"
+    fixed.mkdir()
+    out["fixed"] = fixed / "own cards.jsonl"
+    out["fixed"].write_text(good, encoding="utf-8")
+    out["csv"] = d / "team-kb.csv"
+    out["csv"].write_text(
+        "ID,Title,Text\nkb-1,Refill reminder,Order the refill a week before the last strip.\n"
+        "kb-2,Pharmacy hours,The pharmacy closes at eight on weekdays.\nkb-3,Pill cutter,Use a pill cutter for "
+        "scored tablets only.\n", encoding="utf-8")
+    out["zip"] = d / "notes.zip"
+    with zipfile.ZipFile(out["zip"], "w") as zf:
+        zf.writestr("notes/sharps.md", "# Sharps disposal\n\nPut used needles in a rigid sharps container.\n")
+        zf.writestr("notes/sick-days.md", "# Sick day rules\n\nKeep drinking fluids when you are ill.\n")
+        zf.writestr("notes/logbook.md", "Write each glucose reading in the logbook.\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: F401
+    except ImportError:
+        _unavailable("the playwright package is not installed (pip install -r requirements-dev.txt)")
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        _unavailable(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
+    work = tmp_path_factory.mktemp("e2e-data")
+    beir = work / "eval" / "tinybeir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in [
+        {"_id": "tb-aspirin", "title": "Aspirin", "text": "Low-dose aspirin thins the blood."},
+        {"_id": "tb-statin", "title": "Statins", "text": "Statins lower LDL cholesterol."},
+        {"_id": "tb-walk", "title": "Walking", "text": "A daily walk lowers blood pressure."}]), encoding="utf-8")
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "what lowers cholesterol"}) + "\n",
+                                        encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ttb-statin\t1\n", encoding="utf-8")
+    app = AppServer(work, MINI, extra_env={"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")})
+    try:
+        app.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield app
+    app.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def new_page(browser, server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.outside, pg.dialogs = [], []
+    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else pg.outside.append(r.url))
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.goto(server.url)
+    pg.locator("#query textarea").wait_for()
+    return context, pg
+
+
+@pytest.fixture()
+def page(browser, server):
+    context, pg = new_page(browser, server)
+    yield pg
+    context.close()
+    assert pg.outside == [], f"the page tried to reach outside 127.0.0.1: {pg.outside[:5]}"
+    assert pg.dialogs == [], f"a script ran in the page: {pg.dialogs}"
+
+
+def expect():
+    from playwright.sync_api import expect as e
+
+    e.set_options(timeout=TIMEOUT_MS)
+    return e
+
+
+def tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def upload(page, path: Path) -> None:
+    tab(page, "Data")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):  # the box re-renders when the previous upload is cleared: a file set meanwhile is lost
+        page.locator("#corpus-upload input[type=file]").set_input_files(str(path))
+        try:
+            page.locator("#corpus-upload").get_by_text(path.name).first.wait_for(timeout=20_000)  # Gradio has it
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+    page.locator("#corpus-add").click()
+
+
+def wait_ready(page, name: str) -> None:
+    expect()(page.locator("#index-progress")).to_contain_text("100%", timeout=300_000)
+    expect()(page.locator("#index-progress")).to_contain_text("ready")
+    expect()(page.locator("#active-corpus")).to_contain_text(name)
+
+
+def pick(page, name: str) -> None:
+    tab(page, "Data")
+    box = page.locator("#corpus-picker input")
+    box.click()
+    box.fill(name)
+    box.press("Enter")
+    box.blur()
+    page.locator("#corpus-open").click()
+
+
+def run_turn(page, text: str) -> dict[str, list[str]]:
+    tab(page, "Inspector")
+    page.locator("#query textarea").fill(text)
+    page.locator("#run").click()
+    expect()(page.locator("#hybrid-path .turn")).to_contain_text(text)
+    return {col: page.locator(f"#list-{col} [data-chunk]").evaluate_all("els => els.map(e => e.dataset.chunk)")
+            for col in ("bm25", "dense", "rrf", "reranked")}
+
+
+def test_broken_upload_names_the_line_then_the_fixed_file_indexes_and_answers(page, files):
+    upload(page, files["broken"])
+    message = page.locator("#data-message")
+    expect()(message).to_contain_text("own cards.jsonl:2: invalid JSON")
+    expect()(message).to_contain_text("1 problem found; nothing was indexed")
+    expect()(page.locator("#active-corpus")).to_contain_text("shipped")  # a failed upload changes nothing
+    assert "Traceback" not in message.text_content()
+
+    upload(page, files["fixed"])
+    wait_ready(page, "own-cards")
+    lists = run_turn(page, TURN)
+    for column, ids in lists.items():
+        assert ids, f"{column} is empty"
+        assert all(i.startswith("own-") for i in ids), (column, ids)
+    assert lists["bm25"][0] == "own-water#0"
+
+
+def test_csv_and_zip_of_markdown(page, files):
+    upload(page, files["csv"])
+    wait_ready(page, "team-kb")
+    lists = run_turn(page, "when does the pharmacy close")
+    assert lists["dense"] and all(i.startswith("kb-") for i in lists["dense"])
+    upload(page, files["zip"])
+    wait_ready(page, "notes")
+    lists = run_turn(page, "where do used needles go")
+    assert lists["reranked"][0] == "notes/sharps#0"
+
+
+def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shipped(page):
+    pick(page, "tinybeir")
+    wait_ready(page, "tinybeir")
+    tab(page, "Inspector")
+    turns = page.locator("#corpus-turns")
+    expect()(turns).to_be_visible()
+    expect()(turns).to_contain_text("Labeled turns of tinybeir (1)")
+    page.locator("#query textarea").fill("what lowers cholesterol")
+    page.locator("#run").click()
+    expect()(page.locator("#hybrid-path .turn")).to_contain_text("what lowers cholesterol")
+    assert page.locator("#list-bm25 [data-chunk]").first.get_attribute("data-chunk") == "tb-statin#0"
+
+    pick(page, "shipped")
+    expect()(page.locator("#active-corpus")).to_contain_text("shipped")
+    lists = run_turn(page, "GlucoSense GS-40 error E-07")
+    mini_ids = {json.loads(line)["id"] for line in MINI.read_text(encoding="utf-8").splitlines() if line.strip()}
+    assert lists["bm25"] and all(i.split("#")[0] in mini_ids for i in lists["bm25"])
+
+
+def test_two_sessions_keep_their_own_corpus(browser, server, files):
+    ctx_a, a = new_page(browser, server)
+    ctx_b, b = new_page(browser, server)
+    try:
+        pick(a, "own-cards")  # indexed by the first test: ready at once
+        expect()(a.locator("#active-corpus")).to_contain_text("own-cards")
+        lists_b = run_turn(b, TURN)  # session B never switched: the shipped (here: mini) corpus
+        lists_a = run_turn(a, TURN)
+        assert lists_a["bm25"] and all(i.startswith("own-") for i in lists_a["bm25"])
+        assert lists_b["dense"] and not any(i.startswith("own-") for i in lists_b["dense"])
+        tab(b, "Data")
+        expect()(b.locator("#active-corpus")).to_contain_text("shipped")
+    finally:
+        ctx_a.close()
+        ctx_b.close()
+
+
+def test_delete_a_corpus_and_its_store_then_screenshot(page, files):
+    pick(page, "team-kb")
+    wait_ready(page, "team-kb")
+    page.locator("#corpus-delete").click()
+    expect()(page.locator("#data-message")).to_contain_text("Deleted team-kb (1 Chroma collection removed)")
+    expect()(page.locator("#active-corpus")).to_contain_text("shipped")
+    upload(page, files["broken"])  # the screenshot shows a refused upload's message and the picker
+    expect()(page.locator("#data-message")).to_contain_text("own cards.jsonl:2")
+    out = ROOT / "docs" / "data-tab.png"
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000
