@@ -23,7 +23,7 @@ from retrieval.bm25 import BM25Index
 from retrieval.cache import LRU, POOLS, cached
 from retrieval.context import REFUSAL
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
-from retrieval.dense import DenseBranch, DenseStore, Progress
+from retrieval.dense import DenseBranch, Progress
 from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, finalize
@@ -75,17 +75,9 @@ class HybridRetriever:
         self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel)
 
     # The dense branch's state, as the CLI, the inspector and the tests read it.
-    @property
-    def dense(self) -> DenseStore | None:
-        return self.dense_branch.store
-
-    @property
-    def embedder(self) -> Embedder | None:
-        return self.dense_branch.embedder
-
-    @property
-    def dense_error(self) -> str:
-        return self.dense_branch.error
+    dense = property(lambda self: self.dense_branch.store, doc="The Chroma store, or None if unavailable.")
+    embedder = property(lambda self: self.dense_branch.embedder, doc="The embedding model, or None.")
+    dense_error = property(lambda self: self.dense_branch.error, doc="Why the dense branch is unavailable.")
 
     def embed_query(self, query: str):
         return self.dense_branch.embed_query(query, self._cache)
@@ -110,16 +102,7 @@ class HybridRetriever:
         s = settings or self.settings
         with tracer.start_as_current_span("retrieval.retrieve") as span:
             result = self._retrieve(query, s)
-            for name, value in (("agent.hybrid_path", result.hybrid_path), ("retrieval.reason", result.reason),
-                                ("retrieval.rrf_k", s.rrf_k),
-                                ("retrieval.weights.bm25", result.weights.get("bm25", 0.0)),
-                                ("retrieval.weights.dense", result.weights.get("dense", 0.0)),
-                                ("retrieval.tokenizer", s.bm25_tokenizer), ("retrieval.fusion", s.fusion),
-                                ("retrieval.rerank_mode", s.rerank_mode),
-                                ("retrieval.weight_reason", result.weight_reason),
-                                ("retrieval.final_count", len(result.final)),
-                                ("retrieval.refusal_reason", result.refusal.reason if result.refusal else "")):
-                span.set_attribute(name, value)
+            _record(span, s, result)
             return result
 
     def _retrieve(self, raw_query: Any, s: Settings) -> RetrievalResult:
@@ -167,7 +150,7 @@ class HybridRetriever:
         if s.refusal_rule == "evidence" and path != "no_match" and candidates:
             start = time.perf_counter()
             missing = {"cross-encoder": rerank_why, "cosine": threshold_note}
-            decision = self._refusal(query, path, candidates, reranked, bm25, dense, similarity, missing, s)
+            decision = _refusal(self, query, path, candidates, reranked, bm25, dense, similarity, missing, s)
             timings["refusal"] = (time.perf_counter() - start) * 1000
             if decision.refused:
                 cut = [replace(h, rank=0, kept=False, cut_reason=f"refused: {decision.reason}") for h in final] + cut
@@ -188,22 +171,6 @@ class HybridRetriever:
                                weight_evidence=turn_weights.evidence, typed_query=normalised_from(raw_query, query),
                                reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""),
                                refusal=decision)
-
-    def _refusal(self, query: str, path: str, candidates: Sequence[Hit | FusedHit | RerankedHit],
-                 reranked: Sequence[RerankedHit], bm25: BranchResult, dense: BranchResult,
-                 similarity: Callable[[str], float] | None, missing: dict[str, str], s: Settings) -> RefusalDecision:
-        """The refusal rule (``retrieval.refusal``) on the top_k cards before the cosine cut, with every branch's
-        evidence; ``missing`` says why the cross-encoder or the cosine is unavailable."""
-        logits = {h.chunk_id: h.score for h in reranked}
-        cards = [Candidate(h.parent_id, h.chunk_id, self.by_id[h.chunk_id].indexed_text,
-                           similarity(h.chunk_id) if similarity is not None else None, logits.get(h.chunk_id))
-                 for h in best_per_parent(candidates)[: s.top_k]]
-        both = bm25.usable and dense.usable
-        evidence = gather(query, path, cards, self.refusal_vocabulary(),
-                          [h.parent_id for h in bm25.hits] if both else None,
-                          [h.parent_id for h in dense.hits] if both else None,
-                          {name: why for name, why in missing.items() if why})
-        return decide(evidence, refusal_thresholds(s))
 
     def _branches(self, query: str, s: Settings, timings: dict[str, float]) -> tuple[BranchResult, BranchResult]:
         """Run BM25 and dense concurrently on their stage pools; each result says whether it ran, and why not."""
@@ -255,6 +222,35 @@ def _level(bm25: BranchResult, dense: BranchResult) -> tuple[str, list[str]]:
     if bm25.usable:
         return "bm25_only", [dense.reason]
     return "no_match", ["; ".join(r for r in (bm25.reason, dense.reason) if r) or "no branch ran"]
+
+
+def _refusal(retriever: HybridRetriever, query: str, path: str, candidates: Sequence[Hit | FusedHit | RerankedHit],
+             reranked: Sequence[RerankedHit], bm25: BranchResult, dense: BranchResult,
+             similarity: Callable[[str], float] | None, missing: dict[str, str], s: Settings) -> RefusalDecision:
+    """The refusal rule (``retrieval.refusal``) on the top_k cards before the cosine cut, with every branch's
+    evidence; ``missing`` says why the cross-encoder or the cosine is unavailable."""
+    logits = {h.chunk_id: h.score for h in reranked}
+    cards = [Candidate(h.parent_id, h.chunk_id, retriever.by_id[h.chunk_id].indexed_text,
+                       similarity(h.chunk_id) if similarity is not None else None, logits.get(h.chunk_id))
+             for h in best_per_parent(candidates)[: s.top_k]]
+    both = bm25.usable and dense.usable
+    evidence = gather(query, path, cards, retriever.refusal_vocabulary(),
+                      [h.parent_id for h in bm25.hits] if both else None,
+                      [h.parent_id for h in dense.hits] if both else None,
+                      {name: why for name, why in missing.items() if why})
+    return decide(evidence, refusal_thresholds(s))
+
+
+def _record(span: Any, s: Settings, result: RetrievalResult) -> None:
+    """The turn on its OpenTelemetry span: the level (``agent.hybrid_path``), why, and the knobs that decided it."""
+    for name, value in (("agent.hybrid_path", result.hybrid_path), ("retrieval.reason", result.reason),
+                        ("retrieval.rrf_k", s.rrf_k), ("retrieval.weights.bm25", result.weights.get("bm25", 0.0)),
+                        ("retrieval.weights.dense", result.weights.get("dense", 0.0)),
+                        ("retrieval.tokenizer", s.bm25_tokenizer), ("retrieval.fusion", s.fusion),
+                        ("retrieval.rerank_mode", s.rerank_mode), ("retrieval.weight_reason", result.weight_reason),
+                        ("retrieval.final_count", len(result.final)),
+                        ("retrieval.refusal_reason", result.refusal.reason if result.refusal else "")):
+        span.set_attribute(name, value)
 
 
 def refusal_thresholds(s: Settings) -> RefusalThresholds:

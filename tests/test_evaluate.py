@@ -111,6 +111,7 @@ def test_latency_combines_stage_timings():
 def test_eval_settings_depth():
     s = eval_settings(Settings(), 200)
     assert (s.top_k, s.candidate_depth, s.min_similarity) == (100, 200, -1.0)
+    assert s.refusal_rule == "cosine", "the scored lists are ranked lists: no refusal may empty them"
     assert eval_settings(Settings(), 50).candidate_depth == 50
     assert eval_settings(Settings(), 150).candidate_depth == 150
     with pytest.raises(ValueError, match="depth must be a whole number"):

@@ -50,11 +50,12 @@ Progress = Callable[[int, int, str], None]
 # ------------------------------------------------------------------------------------------------- settings
 def eval_settings(base: Settings, depth: int = DEFAULT_DEPTH) -> Settings:
     """``base`` made deep enough to score ranked lists: ``depth`` sub-chunks per branch, up to 100 cards kept,
-    no similarity cut, generous stage budgets (a measurement must not time out). Everything else stays."""
+    no refusal (the cosine rule at -1 cuts nothing; refusals are measured at the configured settings), generous
+    stage budgets (a measurement must not time out). Everything else stays."""
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1000:
         raise ValueError(f"depth must be a whole number of sub-chunks per branch from 1 to 1000, got {depth!r}.")
     top_k = max(d for d in range(1, LIST_LENGTH + 1) if depth % d == 0)
-    return base.replace(top_k=top_k, candidate_multiplier=depth // top_k, min_similarity=-1.0,
+    return base.replace(top_k=top_k, candidate_multiplier=depth // top_k, min_similarity=-1.0, refusal_rule="cosine",
                         bm25_timeout_ms=600_000, dense_timeout_ms=600_000, rerank_timeout_ms=600_000)
 
 
