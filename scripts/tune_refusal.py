@@ -42,14 +42,16 @@ LEVELS = {
     "rrf_only": {"simulate_reranker_failure": True},
     "dense_only": {"hybrid_enabled": False},
 }
-COLLECT_VERSION = "v1"
+COLLECT_VERSION = "v2"
 
 
 # ------------------------------------------------------------------------------------------------ collection
 def raw_evidence(retriever: Any, query: str, settings: Settings) -> dict[str, Any]:
-    """Everything the rule could use for one turn at one level (JSON-ready), plus today's decision."""
-    today = retriever.retrieve(query, settings)
-    probe = retriever.retrieve(query, settings.replace(min_similarity=-1.0))
+    """Everything the rule could use for one turn at one level (JSON-ready), today's decision (REFUSAL_RULE=cosine)
+    and the integrated pipeline's (REFUSAL_RULE=evidence: the rule and the cosine cut together)."""
+    today = retriever.retrieve(query, settings.replace(refusal_rule="cosine"))
+    probe = retriever.retrieve(query, settings.replace(refusal_rule="cosine", min_similarity=-1.0))
+    integrated = retriever.retrieve(query, settings.replace(refusal_rule="evidence"))
     index = retriever.bm25_index(settings.bm25_tokenizer)
     cards = [*probe.final, *probe.cut]  # min_similarity=-1: final = the top_k cards, cut = the rest, in order
     logits = {h.chunk_id: h.score for h in probe.reranked}
@@ -63,6 +65,8 @@ def raw_evidence(retriever: Any, query: str, settings: Settings) -> dict[str, An
     return {
         "today_path": today.hybrid_path,
         "today_reason": today.reason,
+        "integrated_path": integrated.hybrid_path,
+        "integrated_reason": integrated.reason,
         "path": probe.hybrid_path,
         "reason": probe.reason,
         "reranker_status": probe.reranker_status,
@@ -233,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     test = load_turns(ROOT / "corpus" / "ood_test.jsonl")
     everything = answerable + dev + test
     corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    inputs = [COLLECT_VERSION, corpus_hash, {k: v for k, v in settings.to_dict().items() if k != "chroma_path"}]
+    inputs = [COLLECT_VERSION, corpus_hash, {k: v for k, v in settings.to_dict().items()
+                                             if k != "chroma_path" and not k.startswith("refusal_")}]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     raw = collect(everything, settings, cache_dir / f"shipped-{key}.json", "shipped")
 
@@ -247,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     def today(turns: list[dict[str, Any]], level: str) -> int:
         return sum(raw[f"{level}\t{t['text']}"]["today_path"] == "no_match" for t in turns)
 
+    def integrated(turns: list[dict[str, Any]], level: str) -> int:
+        return sum(raw[f"{level}\t{t['text']}"]["integrated_path"] == "no_match" for t in turns)
+
     report: dict[str, Any] = {"sets": {"answerable": len(answerable), "dev": len(dev), "test": len(test)},
                               "levels": {}}
     chosen: dict[str, Any] = {}
@@ -258,12 +266,23 @@ def main(argv: list[str] | None = None) -> int:
         rows = {
             "today (cosine MIN_SIMILARITY)": {"dev_refused": today(dev, level), "test_refused": today(test, level),
                                               "false_refusals": today(answerable, level)},
+            "pipeline, REFUSAL_RULE=evidence (defaults)": {
+                "dev_refused": integrated(dev, level), "test_refused": integrated(test, level),
+                "false_refusals": integrated(answerable, level)},
             "refusal rule, module defaults": measure(ev, refusal.DEFAULT_THRESHOLDS),
             "refusal rule, tuned on dev": measure(ev, th),
             "  same, without the vocabulary tests": measure(no_vocab, th),
         }
+        # The pipeline refuses when the rule does or when no card passes MIN_SIMILARITY: the offline replay of the
+        # rule (module defaults = Settings defaults) must agree with it turn by turn.
+        mismatches = [t["id"] for group, turns in (("dev", dev), ("test", test), ("answerable", answerable))
+                      for t, e in zip(turns, ev[group])
+                      if (raw[f"{level}\t{t['text']}"]["integrated_path"] == "no_match")
+                      != (refused_with(e, refusal.DEFAULT_THRESHOLDS)
+                          or raw[f"{level}\t{t['text']}"]["today_path"] == "no_match")]
         report["levels"][level] = {
             "thresholds": {n: getattr(th, n) for n in GRIDS[level]}, "tuning": info, "rows": rows,
+            "pipeline_vs_replay_mismatches": mismatches,
             "dev_not_refused": [t["text"] for t, e in zip(dev, ev["dev"]) if not refused_with(e, th)],
             "test_not_refused": [t["text"] for t, e in zip(test, ev["test"]) if not refused_with(e, th)],
             "answerable_refused": [f"{t['id']} {t['text']}" for t, e in zip(answerable, ev["answerable"])
@@ -279,7 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"turns: {len(answerable)} answerable (shipped), dev {len(dev)} no_match (10 shipped + "
           f"{len(dev) - 10} ood_dev), test {len(test)} no_match (ood_test)")
-    print(f"thresholds chosen on dev (at most {args.max_false_refusals} false refusal): {chosen}\n")
+    print(f"thresholds chosen on dev (at most {args.max_false_refusals} false refusal): {chosen}")
+    base = settings.min_similarity
+    print(f"  as settings: REFUSAL_MIN_CROSS_ENCODER={chosen['min_cross_encoder']:g} "
+          f"REFUSAL_RESCUE_MARGIN={chosen['min_rescue_cosine'] - base:.2f} "
+          f"REFUSAL_FALLBACK_MARGIN={chosen['min_fallback_cosine'] - base:.2f} "
+          f"(dense_only alone: {chosen['min_dense_only_cosine'] - base:.2f}) over MIN_SIMILARITY={base:g}\n")
     for level, data in report["levels"].items():
         print(f"level {level}: tuning {data['tuning']}")
         print(f"  {'rule':40} {'dev refused':>16} {'test refused':>16} {'false refusals':>16}")
@@ -288,13 +312,20 @@ def main(argv: list[str] | None = None) -> int:
                   f"{pct(r['false_refusals'], len(answerable)):>16}")
         print(f"  dev turns answered (not refused): {data['dev_not_refused']}")
         print(f"  test turns answered (not refused): {data['test_not_refused']}")
-        print(f"  answerable turns refused: {data['answerable_refused']}\n")
+        print(f"  answerable turns refused: {data['answerable_refused']}")
+        print(f"  pipeline vs offline replay of the rule, turns that disagree: "
+              f"{data['pipeline_vs_replay_mismatches'] or 'none'}\n")
     if "scifact" in report:
         sf = report["scifact"]
         print(f"SciFact test ({sf['claims']} claims over {sf['docs']} abstracts: their own + random distractors):")
         for level, r in sf["levels"].items():
+            both = f", pipeline refused {pct(r['integrated'], sf['claims'])}" if "integrated" in r else ""
             print(f"  {level:10} today refused {pct(r['today'], sf['claims'])}, "
-                  f"rule refused {pct(r['rule'], sf['claims'])}; failing tests: {r['failed_tests']}")
+                  f"rule refused {pct(r['rule'], sf['claims'])}{both}, "
+                  f"rule with REFUSAL_UNKNOWN_CODES=false {pct(r['rule_without_unknown_codes'], sf['claims'])}; "
+                  f"failing tests: {r['failed_tests']}")
+            for example in r["refused"]:
+                print(f"      {example}")
     return 0
 
 
@@ -324,6 +355,7 @@ def scifact_report(args: argparse.Namespace, settings: Settings, thresholds: ref
     out = {"claims": len(claims), "docs": len(docs), "levels": {}}
     for level in LEVELS:
         failed: dict[str, int] = {}
+        examples: list[str] = []
         n_refused = 0
         for t in turns:
             ev = evidence(raw[f"{level}\t{t['text']}"], t["text"], texts, vocabulary, sf_settings.top_k)
@@ -333,10 +365,18 @@ def scifact_report(args: argparse.Namespace, settings: Settings, thresholds: ref
             decision = refusal.decide(ev, thresholds)
             if decision.refused:
                 n_refused += 1
+                examples.append(f"{t['text'][:90]} -> {decision.reason[:160]}")
                 for test in decision.failed:
                     failed[test.name] = failed.get(test.name, 0) + 1
-        out["levels"][level] = {"today": sum(raw[f"{level}\t{t['text']}"]["today_path"] == "no_match" for t in turns),
-                                "rule": n_refused, "failed_tests": failed}
+        records = [raw[f"{level}\t{t['text']}"] for t in turns]
+        no_codes = dataclasses.replace(thresholds, check_identifiers=False)
+        without_codes = sum(refused_with(evidence(r, t["text"], texts, vocabulary, sf_settings.top_k), no_codes)
+                            for r, t in zip(records, turns))
+        out["levels"][level] = {"today": sum(r["today_path"] == "no_match" for r in records), "rule": n_refused,
+                                "rule_without_unknown_codes": without_codes, "failed_tests": failed,
+                                "refused": examples}
+        if all("integrated_path" in r for r in records):  # collected by a version with REFUSAL_RULE
+            out["levels"][level]["integrated"] = sum(r["integrated_path"] == "no_match" for r in records)
     return out
 
 
