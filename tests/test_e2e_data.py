@@ -230,8 +230,8 @@ def test_two_sessions_keep_their_own_corpus(browser, server, files):
 
 
 def test_delete_a_corpus_and_its_store_then_screenshot(page, files):
-    pick(page, "team-kb")
-    wait_ready(page, "team-kb")
+    upload(page, files["csv"])  # indexed by an earlier test: the same content is reused and ready at once
+    expect()(page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
     page.locator("#corpus-delete").click()
     expect()(page.locator("#data-message")).to_contain_text("Deleted team-kb (1 Chroma collection removed)")
     expect()(page.locator("#active-corpus")).to_contain_text("shipped")
