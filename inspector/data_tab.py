@@ -163,7 +163,7 @@ def delete(name: str | None, current: str | None) -> tuple:
     except (ValueError, LoadError) as exc:
         return _message(str(exc)), current, gr.Dropdown()
     now = SHIPPED if current == name else current
-    return _message(done.capitalize() + ".", "info"), now, gr.Dropdown(choices=picker_choices(), value=SHIPPED)
+    return _message(done[:1].upper() + done[1:] + ".", "info"), now, gr.Dropdown(choices=picker_choices(), value=SHIPPED)
 
 
 def turn_choices(corpus: str | None) -> Any:
