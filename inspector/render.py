@@ -318,11 +318,27 @@ def render_status(result: RetrievalResult, terms: frozenset[str] = frozenset(),
             f'<span class="badge">{esc(level)}</span>'
             f'<span class="level-words">{esc(LEVEL_WORDS.get(level, level))}</span></div>'
             f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}'
-            f'{_why(result.reason)}'
+            f'{_why(result.reason)}{render_refusal(result)}'
             f'<div class="chips">{"".join(branches)}</div>'
             f'<div class="timings">timings: {timings} '
             f'<span class="hint">(≈0 ms = served from the per-turn cache)</span>'
             f"</div>{_legend(terms, common)}</div>")
+
+
+def render_refusal(result: RetrievalResult) -> str:
+    """The refusal rule's evidence: every test with its value and threshold (✗ the failed ones), and the evidence
+    that was unavailable at this level (e.g. no cross-encoder on rrf_only) and why."""
+    decision = getattr(result, "refusal", None)
+    if decision is None:
+        return ""
+    rows = "".join(
+        f'<li class="{"pass" if t.passed else "fail"}">{"✓" if t.passed else "✗"} {esc(t.sentence)}</li>'
+        for t in decision.tests)
+    missing = "".join(f'<li class="unavailable">– {esc(u)}</li>' for u in decision.unavailable)
+    verdict = "refused" if decision.refused else "answered"
+    return (f'<details class="refusal" {"open" if decision.refused else ""}><summary>Refusal rule '
+            f'({esc(decision.rule)}): <b>{verdict}</b>: {esc(decision.reason)}</summary>'
+            f'<ul>{rows}{missing}</ul></details>')
 
 
 def _typed(result: RetrievalResult) -> str:

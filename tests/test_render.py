@@ -221,3 +221,19 @@ def test_common_query_terms_are_marked_faintly_and_the_window_starts_at_a_rare_o
     assert full == '<mark class="common">a</mark> <mark>pill</mark>'
     legend = render.render_status(make_result(), terms, frozenset({"a"}))
     assert "<mark>rare</mark>: c2, marked, pill" in legend and "low IDF): a" in legend
+
+
+def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_settings):
+    """The badge carries the refusal rule's tests (issue 14): the failed one marked, every value escaped."""
+    from inspector.render import render_refusal, render_status
+
+    result = mini.retrieve("<b>asdfghjkl</b> qwertyuiop", mini_settings)
+    assert result.hybrid_path == "no_match" and result.refusal is not None and result.refusal.refused
+    html_out = render_status(result)
+    assert 'class="refusal"' in html_out and "<b>asdfghjkl" not in html_out and "&lt;b&gt;" in html_out
+    failed = [t for t in result.refusal.tests if not t.passed]
+    assert failed and html_out.count('class="fail"') == len(failed)
+    answered = mini.retrieve("GlucoSense GS-40 error E-07", mini_settings)
+    assert answered.refusal is not None and not answered.refusal.refused
+    assert "<b>answered</b>" in render_refusal(answered)
+    assert render_refusal(mini.retrieve("GS-40 E-07", mini_settings.replace(refusal_rule="cosine"))) == ""
