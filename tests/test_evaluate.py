@@ -59,11 +59,12 @@ def test_report_shape_and_json(mini_report):
         assert all(0.0 <= row[m] <= 1.0 for m in METRICS) and row["ms_per_turn"] > 0
     assert list(report["categories"]) == ["lexical", "semantic", "mixed", "multilingual"]
     assert report["categories"]["semantic"]["turns"] == 2
-    assert report["refusal"]["no_match_turns"] == 1 and set(report["refusal"]["refusal_rate"]) == {"dense", "rrf", "full"}
+    assert report["refusal"]["no_match_turns"] == 1
+    assert set(report["refusal"]["refusal_rate"]) == {"dense", "rrf", "full", "full (cosine rule)"}
     assert report["significance"]["baseline"] in {"bm25", "dense"}
     json.dumps(report)  # JSON-ready
     text = format_report(report)
-    assert "ndcg@10" in text and "nDCG@10 by category" in text and "refusals at MIN_SIMILARITY=0.3" in text
+    assert "ndcg@10" in text and "nDCG@10 by category" in text and "refusals by REFUSAL_RULE=evidence at MIN_SIMILARITY=0.3" in text
 
 
 def test_lists_are_the_pipelines_own_lists_deduped_to_parents(mini, mini_settings, mini_report):
@@ -93,8 +94,9 @@ def test_means_are_means_of_the_metric_functions(mini_report):
 @pytest.mark.parametrize(("threshold", "refused"), [(-1.0, 0.0), (0.99, 1.0)])
 def test_refusal_rates_follow_the_configured_threshold(mini, mini_settings, threshold, refused):
     ds = mini_dataset()
-    s = mini_settings.replace(min_similarity=threshold)
+    s = mini_settings.replace(min_similarity=threshold, refusal_rule="cosine")  # the threshold alone decides
     report = evaluate(ds, mini, s, seed=0, resamples=1000)
+    assert "full (cosine rule)" not in report["refusal"]["refusal_rate"]  # the baseline is the configured rule
     assert report["refusal"]["min_similarity"] == threshold
     for c in ("dense", "rrf", "full"):
         assert report["refusal"]["refusal_rate"][c] == refused  # the one no_match turn

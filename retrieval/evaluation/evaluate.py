@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 CONFIGS: tuple[str, ...] = ("bm25", "dense", "rrf", "full")
 BRANCHES: tuple[str, ...] = ("bm25", "dense")
 DEFAULT_DEPTH = 200
+BASELINE_REFUSAL = "full (cosine rule)"
 LIST_LENGTH = 100
 ALPHA = 0.05
 LATENCY_NOTE = ("ms per turn from the first (uncached) call of each turn at the configured settings: "
@@ -131,6 +132,8 @@ def run_turn(retriever: HybridRetriever, query: LabeledQuery, settings: Settings
         refused["rrf"] = retriever.retrieve(query.text, settings.replace(simulate_reranker_failure=True)).refused
         refused["dense"] = retriever.retrieve(query.text, settings.replace(hybrid_enabled=False)).refused
         refused = {c: v for c, v in refused.items() if c in configs}
+        if "full" in configs and settings.refusal_rule != "cosine":  # today's rule, measured the same way
+            refused[BASELINE_REFUSAL] = retriever.retrieve(query.text, settings.replace(refusal_rule="cosine")).refused
     result = retriever.retrieve(query.text, deep)
     return TurnRun(query=query, ranked={c: ranked_parents(result, c) for c in configs}, ms=ms, refused=refused,
                    level=level, reranked=bool(result.reranked), cached=cached)
@@ -191,7 +194,7 @@ def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequenc
     """Refusal rate on ``no_match`` turns and false-refusal rate on answerable turns, at the configured threshold."""
     no_match = [r for r in runs if r.query.category == "no_match" or not r.answerable]
     answerable = [r for r in runs if r.answerable]
-    measured = [c for c in configs if any(c in r.refused for r in runs)]
+    measured = [c for c in (*configs, BASELINE_REFUSAL) if any(c in r.refused for r in runs)]
 
     def rate(group: Sequence[TurnRun], c: str) -> float | None:
         return round(sum(r.refused[c] for r in group) / len(group), 6) if group else None
@@ -203,9 +206,11 @@ def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequenc
         "answerable_turns": len(answerable),
         "refusal_rate": {c: rate(no_match, c) for c in measured},
         "false_refusal_rate": {c: rate(answerable, c) for c in measured},
+        "refusal_rule": settings.refusal_rule,
         "note": ("refusal = the pipeline's no_match level; full = configured settings, rrf = reranker off, "
                  "dense = the legacy dense-only path (RETRIEVAL_HYBRID_ENABLED=false); the pipeline has no "
-                 "BM25-only switch, so bm25 has no refusal rate"),
+                 f"BM25-only switch, so bm25 has no refusal rate; {BASELINE_REFUSAL} = full with "
+                 "REFUSAL_RULE=cosine (only the MIN_SIMILARITY cut), the baseline"),
     }
 
 
@@ -392,7 +397,8 @@ def format_report(report: Mapping[str, Any]) -> str:
                         [[cat, row["turns"], *(row[c]["ndcg@10"] for c in configs)] for cat, row in cats.items()])
     ref = report.get("refusal")
     if ref and ref["refusal_rate"]:
-        lines += ["", f"refusals at MIN_SIMILARITY={ref['min_similarity']:g}, top_k={ref['top_k']} "
+        lines += ["", f"refusals by REFUSAL_RULE={ref.get('refusal_rule', 'cosine')} at MIN_SIMILARITY="
+                      f"{ref['min_similarity']:g}, top_k={ref['top_k']} "
                       f"({ref['no_match_turns']} no_match turns, {ref['answerable_turns']} answerable)"]
         lines += _table(["config", "refusal rate (no_match)", "false refusals (answerable)"],
                         [[c, ref["refusal_rate"][c], ref["false_refusal_rate"][c]] for c in ref["refusal_rate"]])
