@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.context import get_blocks_context
+from gradio.events import EventListenerMethod
+from gradio.utils import get_cancelled_fn_indices
 
 from inspector import compare_view, data_tab, handlers, render
 from inspector.classroom import build_classroom_tab
@@ -97,9 +100,14 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
     controls = _controls()
     panel = compare_view.build_panel(control_widget)  # compare mode (off by default) and the share link
     outputs = _results()
-    _wire(query, run, examples, controls, outputs, corpus)
+    slots = _wire(query, run, examples, controls, outputs, corpus)
     compare_view.wire(panel, query, run, examples, controls, outputs)
-    return lambda app: compare_view.wire_load(app, panel, query, controls, outputs)
+
+    def finish(app: gr.Blocks) -> None:
+        compare_view.wire_load(app, panel, query, controls, outputs)
+        _newest_wins(app, slots, outputs["status"])
+
+    return finish
 
 
 def _turn_row() -> tuple[gr.Textbox, gr.Button]:
@@ -196,27 +204,63 @@ def _results() -> dict[str, Any]:
     return o
 
 
+def _cancel_slot(trigger: Any = None, after: Any = None) -> Any:
+    """A cancel event on ``trigger`` (e.g. ``run.click``) or after the event ``after``, placed before the turn event
+    there; ``_newest_wins`` fills in what it cancels once every event exists.
+
+    The page dispatches a trigger's events in order and waits for each one's run to finish before the next: the
+    separate cancel event Gradio's own ``cancels=`` adds after a listener fires only once that listener's run is
+    over, too late for a race. This is the same cancel event, placed first.
+    """
+    if trigger is not None:
+        targets, trigger_after = [EventListenerMethod(trigger.__self__, trigger.event_name)], None
+    else:
+        targets, trigger_after = [EventListenerMethod(None, "then")], get_cancelled_fn_indices([after])[0]
+    block_fn, _ = get_blocks_context().set_event_trigger(
+        targets, fn=None, inputs=None, outputs=None, queue=False, preprocess=False, api_visibility="private",
+        is_cancel_function=True, trigger_after=trigger_after)
+    return block_fn
+
+
+def _newest_wins(app: gr.Blocks, slots: list[Any], status: gr.HTML) -> None:
+    """The newest action wins (issue 13, defect 2): every cancel slot cancels all the events that write the turn's
+    outputs (found by the level badge among their outputs, a share link's restore included), so an older result
+    that is slower to compute can never arrive after a newer one and replace it. A cancelled run's model scores
+    still land in the per-turn cache; only its result is dropped."""
+    writers = sorted(i for i, fn in app.fns.items() if fn.fn is not None and status in fn.outputs)
+    for slot in slots:
+        slot.cancels = writers
+
+
 def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
-          o: dict[str, Any], corpus: gr.Textbox | None = None) -> None:
+          o: dict[str, Any], corpus: gr.Textbox | None = None) -> list[Any]:
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
     outputs = [o[name] for name in handlers.TurnView._fields]
     turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4)
-    run.click(handlers.run_turn, api_name="run_turn", **turn)
-    query.submit(handlers.run_turn, api_visibility="private", **turn)
+    slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
+
+    def newest(trigger: Any, fn: Any, **kw: Any) -> Any:
+        slots.append(_cancel_slot(trigger))
+        return trigger(fn, **kw)
+
+    newest(run.click, handlers.run_turn, api_name="run_turn", **turn)
+    newest(query.submit, handlers.run_turn, api_visibility="private", **turn)
+    slots.append(_cancel_slot(after=examples.load_input_event))
     examples.load_input_event.then(handlers.run_turn, api_visibility="private", **turn)
     rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private",
                  trigger_mode="always_last")
     for name, component in controls.items():
         if name == "embedding_model":
-            component.input(handlers.on_model_change, component, controls["min_similarity"],
-                            api_visibility="private").then(handlers.rerun_turn, **rerun)
+            newest(component.input, handlers.on_model_change, inputs=component, outputs=controls["min_similarity"],
+                   api_visibility="private").then(handlers.rerun_turn, **rerun)
         elif isinstance(component, gr.Slider):
-            component.release(handlers.rerun_turn, **rerun)  # on release: dragging stays smooth
+            newest(component.release, handlers.rerun_turn, **rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):
-            component.submit(handlers.rerun_turn, **rerun)
-            component.blur(handlers.rerun_turn, **rerun)
+            newest(component.submit, handlers.rerun_turn, **rerun)
+            newest(component.blur, handlers.rerun_turn, **rerun)
         else:
-            component.input(handlers.rerun_turn, **rerun)
+            newest(component.input, handlers.rerun_turn, **rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],
                            api_visibility="private")
+    return slots

@@ -1,0 +1,98 @@
+"""A newer Run always wins over an older re-run (issue 13, defect 2), in a real headless Chromium.
+
+The race, as a user makes it: a control moves (the current turn A re-runs, and that re-run has real model work
+to do), then within ~100 ms a new turn B is typed and Run, and B is already cached so it answers at once. Without
+a guard the slower re-run of A arrives last and replaces B's result: the turn box says B while the badge, columns
+and export say A. The sequence runs 10 times; every time the page must end on B.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.test_e2e_browser import TIMEOUT_MS, browser, expect, page, server, sync_playwright  # noqa: F401
+
+TRIES = 10
+# reranker_max_input: A runs with none (no cross-encoder work), then moves to MANY, which scores MANY new
+# (turn, sub-chunk) pairs with the cross-encoder: a re-run with seconds of real model work.
+NONE, MANY = 0, 80
+TURN_B = "how should I store my insulin pens"
+CHANGED = "(html) => document.querySelector('#hybrid-path').innerHTML !== html"
+SETTLED = "() => !document.querySelector('#hybrid-path .wrap:not(.hide)')"  # no progress overlay on the badge
+
+
+def turn_a(i: int) -> str:
+    """A turn no earlier step ran: its re-run with MANY has cross-encoder work to do."""
+    return f"what does error E-07 mean on my GlucoSense GS-40 (try {i})"
+
+
+def searched(page) -> str:
+    return page.locator("#hybrid-path .turn").first.inner_text()
+
+
+def set_rerank_depth(page, value: int, wait: bool = False) -> None:
+    """Type ``value`` in the slider's number box and leave it (which releases the slider: the turn re-runs)."""
+    before = page.locator("#hybrid-path").inner_html()
+    box = page.locator("#reranker-max-input input[type=number]")
+    box.fill(str(value))
+    box.press("Tab")
+    if wait:
+        page.wait_for_function(CHANGED, arg=before, timeout=TIMEOUT_MS)
+        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+
+
+def run(page, text: str, wait: bool = True) -> None:
+    page.locator("#query textarea").fill(text)
+    page.locator("#run").click()
+    if wait:
+        expect()(page.locator("#hybrid-path .turn").first).to_contain_text(text, timeout=TIMEOUT_MS)
+        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+
+
+def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page):
+    # B with MANY is cached first, so later it answers at once. Then one slow re-run (a fresh turn, NONE -> MANY)
+    # is timed, to know how long an unguarded late result could take to arrive.
+    set_rerank_depth(page, MANY)
+    run(page, TURN_B)
+    set_rerank_depth(page, NONE, wait=True)
+    run(page, turn_a(-1))
+    start = time.monotonic()
+    set_rerank_depth(page, MANY, wait=True)
+    watch_ms = int(min(max(2.5 * (time.monotonic() - start), 3.0), 60.0) * 1000)
+
+    overwritten = []
+    for i in range(TRIES):
+        set_rerank_depth(page, NONE, wait=True)  # B re-runs (cached)
+        run(page, turn_a(i))  # a fresh A, no cross-encoder work yet
+        set_rerank_depth(page, MANY)  # A re-runs with MANY pairs to score ...
+        page.wait_for_timeout(100)
+        run(page, TURN_B, wait=False)  # ... and B, cached, is Run ~100 ms later
+        page.wait_for_timeout(watch_ms)  # an unguarded re-run of A has arrived by now
+        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+        if TURN_B not in searched(page) or page.locator("#query textarea").input_value() != TURN_B:
+            overwritten.append((i, searched(page)))
+    assert overwritten == [], (f"the older re-run replaced the newer turn in {len(overwritten)} of {TRIES} tries: "
+                               f"{overwritten}")
+
+
+def test_every_turn_event_is_preceded_by_a_cancel_of_all_turn_events():
+    """The wiring behind the race test, checked without a browser: on each trigger of an event that writes the
+    turn's outputs, a cancel event comes first (the page runs a trigger's events in order, each to its end) and it
+    cancels every such event."""
+    from inspector.ui import build_app
+
+    config = build_app().get_config_file()
+    deps = config["dependencies"]
+    (badge,) = [c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "hybrid-path"]
+    writers = {d["id"] for d in deps if d["backend_fn"] and badge in d["outputs"]}
+    checked = 0
+    for d in deps:
+        if d["id"] not in writers:
+            continue
+        first = [c for c in deps if c["id"] < d["id"] and c["targets"] == d["targets"] and c.get("cancels")
+                 and c.get("trigger_after") == d.get("trigger_after")]
+        if d["targets"][0][0] is None and not first:
+            continue  # chained after another event (a model switch, a share link's restore), not a trigger itself
+        assert first and set(first[-1]["cancels"]) == writers, (d["id"], d["targets"])
+        checked += 1
+    assert checked >= 20  # Run, Enter, an example, and a re-run on each control's event
