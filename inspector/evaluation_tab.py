@@ -19,7 +19,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from inspector.compare_eval import build_compare_section
-from inspector.figures import failsafe, message_figure
+from inspector.figures import failsafe, message_figure, plot_text
 
 from retrieval.evaluation.evaluate import BRANCHES, CONFIGS, load_report
 from retrieval.evaluation.sweeps import sweep_figure
@@ -78,7 +78,7 @@ def metrics_figure(report: Mapping[str, Any], configs: Sequence[str]) -> go.Figu
         fig.add_trace(go.Bar(x=names, y=[row[m] for m in names], name=c, marker_color=COLORS.get(c),
                              text=[f"{row[m]:.3f}" for m in names], textposition="outside",
                              hovertemplate=f"{c} %{{x}}: %{{y:.4f}}<extra></extra>"))
-    fig.update_layout(barmode="group", title=f"{report['dataset']}: parent-level metrics "
+    fig.update_layout(barmode="group", title=f"{plot_text(str(report['dataset']))}: parent-level metrics "
                                              f"({report['answerable_turns']} answerable turns)",
                       yaxis=dict(range=[0, 1.08], title="score"), template="plotly_white", height=400)
     return fig
@@ -91,7 +91,7 @@ def category_figure(report: Mapping[str, Any], configs: Sequence[str], metric: s
     cats = report.get("categories") or {}
     if not configs or not cats:
         return message_figure("No categories in this report.", f"{metric} per category")
-    labels = [f"{cat} ({row['turns']})" for cat, row in cats.items()]
+    labels = [plot_text(f"{cat} ({row['turns']})") for cat, row in cats.items()]  # names from a report file
     fig = go.Figure()
     for c in configs:
         fig.add_trace(go.Bar(x=labels, y=[row[c][metric] for row in cats.values()], name=c,

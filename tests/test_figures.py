@@ -178,3 +178,16 @@ def test_message_figure_keeps_quotes_readable_and_escapes_markup():
 
 def test_plot_text_escapes_only_what_plotly_decodes():
     assert figures.plot_text('<b>"x" & \'y\'</b>') == '&lt;b&gt;"x" &amp; \'y\'&lt;/b&gt;'
+
+
+def test_evaluation_charts_escape_names_from_a_report_file():
+    """A report file is data: its dataset and category names reach plotly as text, not markup (issue 13, 12)."""
+    from inspector.evaluation_tab import category_figure, metrics_figure
+
+    row = {"ndcg@10": 0.5, "recall@10": 0.5, "recall@100": 0.5, "mrr@10": 0.5}
+    report = {"dataset": '<a href="https://evil.example/">x</a>', "answerable_turns": 1,
+              "configs": {"rrf": row}, "categories": {"<b>cat</b>": {"turns": 1, "rrf": row}}}
+    metrics = metrics_figure(report, ["rrf"])
+    assert "<a href" not in metrics.layout.title.text and "&lt;a href" in metrics.layout.title.text
+    cats = category_figure(report, ["rrf"])
+    assert list(cats.data[0].x) == ["&lt;b&gt;cat&lt;/b&gt; (1)"]
