@@ -21,6 +21,7 @@ MAX_CARD_CHARS = 100_000
 # A card of MAX_CARD_CHARS characters written with \\uXXXX escapes (12 bytes for an emoji) takes at most 1.2 MB.
 MAX_LINE_BYTES = 4_000_000
 DEFAULT_CHUNK_WORDS = 60
+MAX_TSV_FIELD = 131_072  # a qrels or queries TSV field (an id or a score), csv's default field limit
 CHUNKER_VERSION = "sentences-v1"
 
 
@@ -113,6 +114,10 @@ def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             row = next(csv.reader([line], delimiter="\t"), [])
         except csv.Error as exc:
             raise CorpusError(f"{path}:{lineno}: unreadable TSV line ({exc}).") from None
+        longest = max((len(field) for field in row), default=0)
+        if longest > MAX_TSV_FIELD:  # checked here: csv's own limit is process-wide and another loader may raise it
+            raise CorpusError(f"{path}:{lineno}: a field is {longest:,} characters long; the limit is "
+                              f"{MAX_TSV_FIELD:,}. Check the file's tabs and quotes.")
         yield lineno, row
 
 

@@ -44,7 +44,8 @@ def normalised_from(typed: Any, searched: str) -> str:
     """The turn as typed if normalising it changed more than spaces (the badge shows it), else ``""``."""
     if not isinstance(typed, str) or " ".join(typed.split()) == searched:
         return ""
-    return typed
+    # Lone surrogates are not text and would not encode as UTF-8 (the result is JSON): shown as U+FFFD.
+    return "".join("\ufffd" if unicodedata.category(ch) == "Cs" else ch for ch in typed[:MAX_QUERY_CHARS * 2])
 
 
 def reveal_invisible(text: str) -> str:
