@@ -65,21 +65,31 @@ def browser(sync_playwright, server):
         b.close()
 
 
+def open_page(ctx, url: str):
+    """A page of ``ctx`` at ``url``, ready for a turn, recording any request outside 127.0.0.1 (``pg.outside``) and
+    any dialog a script opened (``pg.dialogs``). Shared by every browser test file."""
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.outside, pg.dialogs = [], []
+    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else pg.outside.append(r.url))
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.goto(url)
+    pg.locator("#query textarea").wait_for()
+    return pg
+
+
+def assert_clean(pg) -> None:
+    assert pg.outside == [], f"the page tried to reach outside 127.0.0.1: {pg.outside[:5]}"
+    assert pg.dialogs == [], f"a script ran in the page: {pg.dialogs}"
+
+
 @pytest.fixture()
 def page(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    outside: list[str] = []
-    dialogs: list[str] = []
-    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else outside.append(r.url))
-    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    pg.goto(server)
-    pg.locator("#query textarea").wait_for()
+    pg = open_page(context, server)
     yield pg
     context.close()
-    assert outside == [], f"the page tried to reach outside 127.0.0.1: {outside[:5]}"
-    assert dialogs == [], f"a script ran in the page: {dialogs}"
+    assert_clean(pg)
 
 
 def expect():

@@ -12,8 +12,9 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.app_server import ROOT, SHIPPED
-from tests.test_e2e_browser import (CHROMIUM_ARGS, DEFAULTS, INJECTION, LOCAL, TIMEOUT_MS, browser, expect,  # noqa: F401
-                                    level, server, sync_playwright)
+from tests.test_e2e_browser import (CHROMIUM_ARGS, DEFAULTS, INJECTION, TIMEOUT_MS, browser, expect,  # noqa: F401
+                                    level, open_page, server, sync_playwright)
+from tests.test_e2e_browser import assert_clean as clean
 
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 LABELED = "what does E-07 mean on a GS-60 meter"  # q002 of corpus/queries.jsonl
@@ -26,24 +27,6 @@ def context(browser):
     ctx.grant_permissions(["clipboard-read", "clipboard-write"])
     yield ctx
     ctx.close()
-
-
-def open_page(ctx, url: str):
-    pg = ctx.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    outside: list[str] = []
-    dialogs: list[str] = []
-    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else outside.append(r.url))
-    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    pg.goto(url)
-    pg.locator("#query textarea").wait_for()
-    pg.outside, pg.dialogs = outside, dialogs
-    return pg
-
-
-def clean(pg) -> None:
-    assert pg.outside == [], f"the page tried to reach outside 127.0.0.1: {pg.outside[:5]}"
-    assert pg.dialogs == [], f"a script ran in the page: {pg.dialogs}"
 
 
 def link(server: str, **params) -> str:

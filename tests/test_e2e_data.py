@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.app_server import MINI, ROOT, AppServer
-from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS, LOCAL, TIMEOUT_MS, _unavailable
+from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, _unavailable, open_page
 
 OWN = [
     {"id": "own-water", "title": "Water with tablets", "text": "Drink a full glass of water with every tablet. "
@@ -95,14 +95,7 @@ def browser(server):
 
 def new_page(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    pg.outside, pg.dialogs = [], []
-    pg.on("request", lambda r: None if r.url.startswith(LOCAL) else pg.outside.append(r.url))
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-    pg.goto(server.url)
-    pg.locator("#query textarea").wait_for()
-    return context, pg
+    return context, open_page(context, server.url)
 
 
 @pytest.fixture()
