@@ -329,11 +329,12 @@ def refresh_sources(runs_dir: Path | None = None) -> Any:
 
 
 # -------------------------------------------------------------------------------------------------- layout
-def build_evaluation_tab(runs_dir: Path | None = None) -> None:
+def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None = None) -> None:
     """Create the Evaluation tab's components inside the current Gradio context and wire them.
 
     Args:
         runs_dir: where cached reports live (``<runs_dir>/*/report.json``); default ``runs/`` in the project.
+        corpus: the session's active corpus (the hidden box the Data tab sets), or None.
     """
     gr.HTML(f"<style>{CSS}</style>")
     gr.Markdown(

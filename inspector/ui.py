@@ -84,7 +84,7 @@ def build_app() -> gr.Blocks:
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
-                build_evaluation_tab()
+                build_evaluation_tab(corpus=corpus)
         restore_links(app)  # opening a share link restores its state and runs the turn
     return app
 
