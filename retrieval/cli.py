@@ -78,7 +78,7 @@ def corpus_from_args(args: argparse.Namespace, settings: Settings):
     from retrieval.corpora import Registry
 
     registry = Registry(settings)
-    return registry.load(registry.get(args.corpus))
+    return registry.load(registry.get(args.corpus, paths=True))
 
 
 def run_index(args: argparse.Namespace) -> int:

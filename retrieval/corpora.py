@@ -125,8 +125,10 @@ class Registry:
                     beir.append(CorpusEntry(name, "beir", str(folder), "beir"))
         return [shipped, *indexed, *beir]
 
-    def get(self, name_or_path: str | None) -> CorpusEntry:
-        """The entry called ``name_or_path`` (None or "" = the shipped cards), or the one read from that path.
+    def get(self, name_or_path: str | None, *, paths: bool = False) -> CorpusEntry:
+        """The entry called ``name_or_path`` (None or "" = the shipped cards); with ``paths`` (the CLI, run by the
+        machine's owner) also the one read from a file or folder. The page and its API pass names only: a path
+        from a browser or a link is never opened.
 
         Raises:
             ValueError: no such corpus; the message lists the names there are.
@@ -136,6 +138,10 @@ class Registry:
         for entry in entries:
             if entry.name == wanted:
                 return entry
+        if not paths:
+            raise ValueError(f"no corpus named {wanted[:80]!r}: choose one of "
+                             f"{', '.join(e.name for e in entries)} (the Data tab lists them; upload a file there "
+                             "to add one).")
         path = Path(wanted).expanduser()
         if path.exists():
             for entry in entries:

@@ -276,6 +276,20 @@ def test_unknown_corpus_lists_the_names(registry_settings):
         Registry(registry_settings).get("nope")
 
 
+@pytest.mark.parametrize("path", ["/etc/passwd", "/etc", "../corpus/cards.jsonl"])
+def test_the_page_and_links_never_open_a_path(registry_settings, tmp_path, path):
+    """A corpus from a browser, an API call or a link is a name in the registry, never a file or folder on the server
+    (only the CLI, run by the machine's owner, takes paths)."""
+    from retrieval.corpora import open_for_turns
+
+    secret = jsonl(tmp_path / "secret.jsonl", [{"id": "s1", "title": "token", "text": "hunter2"}])
+    for wanted in (path, str(secret)):
+        with pytest.raises(ValueError, match=r"no corpus named .*: choose one of shipped, tiny") as exc:
+            open_for_turns(wanted, registry_settings)
+        assert "hunter2" not in str(exc.value)
+    assert Registry(registry_settings).get(str(secret), paths=True).source == str(secret.resolve())
+
+
 def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path):
     """`index PATH --name` registers and embeds; `query --corpus` and `eval --corpus` run on it."""
     import os
