@@ -1,13 +1,13 @@
-"""The Evaluation tab's A vs B: two configurations over every labeled turn of the shipped set, the metric table,
-the paired randomization test (``retrieval.evaluation.compare``, as ``eval --compare`` does) and the turns B
-fixed and broke, sortable by the change in nDCG@10. Each turn links to the inspector in compare mode with the
-same A and B (a share link: opening it restores both configurations and runs the turn).
+"""The Evaluation tab's A vs B: two configurations over the labeled turns of a corpus (the session's by default:
+the shipped set or any registry corpus with labeled turns, optionally its first N), the metric table, the paired
+randomization test (``retrieval.evaluation.compare``, as ``eval --compare`` does) and the turns B fixed and
+broke, sortable by the change in nDCG@10. Each turn links to the inspector in compare mode with the same A and B
+and the same corpus (a share link: opening it restores both configurations and runs the turn).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,8 +16,10 @@ import gradio as gr
 from inspector import handlers, state
 from inspector.render import esc
 from retrieval.compare import PRESETS, preset_values
+from retrieval.corpora import SHIPPED
 from retrieval.evaluation.compare import METRIC, fixed_and_broken
 from retrieval.evaluation.evaluate import CONFIGS, parse_set
+from retrieval.evaluation.labeled import describe, labeled_entries
 from retrieval.settings import CONTROLS
 
 log = logging.getLogger(__name__)
@@ -39,20 +41,46 @@ def side_controls(preset: str | None, overrides: str, a: Mapping[str, Any] | Non
     return values
 
 
+def limit_value(limit: float | None) -> int:
+    """An "at most N turns" box's value as a whole number (empty or 0: all turns)."""
+    if limit is None or limit == "":
+        return 0
+    value = float(limit)
+    if value < 0 or value != value:
+        raise ValueError(f"'at most N turns' must be 0 (all turns) or more, got {limit}.")
+    return int(round(value))
+
+
+def corpus_choices() -> list[tuple[str, str]]:
+    """The corpora with labeled turns, shipped first, as (label, registry name) pairs."""
+    try:
+        entries = labeled_entries(handlers.base_settings())
+    except (OSError, ValueError) as exc:  # an unreadable data root must not take the tab down
+        log.warning("cannot list the corpora with labeled turns: %s", exc)
+        entries = []
+    pairs = [(f"{e.name} ({describe(e)})", e.name) for e in entries if e.kind != SHIPPED]
+    return [(f"{SHIPPED} (the shipped labeled set)", SHIPPED), *pairs]
+
+
+def follow_corpus(corpus: str | None, current: str | None) -> Any:
+    """Callback: the session's corpus changed. Rescan; preselect it if it has labeled turns, else keep the choice."""
+    choices = corpus_choices()
+    names = {v for _, v in choices}
+    wanted = corpus or SHIPPED
+    return gr.update(choices=choices, value=wanted if wanted in names else current if current in names else SHIPPED)
+
+
 def run_ab(a_preset: str | None, a_overrides: str, b_preset: str | None, b_overrides: str,
-           progress: Any = None) -> dict[str, Any]:
-    """Both configurations over the shipped labeled set, in this process (the retriever's cache is shared)."""
-    from retrieval.corpus import load_shipped
-    from retrieval.evaluation.compare import compare_configs
-    from retrieval.pipeline import get_retriever
+           corpus: str | None = None, limit: float | None = 0, progress: Any = None) -> dict[str, Any]:
+    """Both configurations over a corpus's labeled turns (the first ``limit``), in this process (the retriever's
+    cache is shared)."""
+    from retrieval.evaluation.corpus_eval import compare_corpus
 
     a = side_controls(a_preset, a_overrides)
     b = side_controls(b_preset, b_overrides, a)
     sa, sb = handlers.build_settings(a), handlers.build_settings(b)
-    dataset = load_shipped(sa.corpus_path)
-    started = time.perf_counter()
-    report = compare_configs(dataset, get_retriever(sa), sa, sb, progress=progress)
-    report.update(controls={"a": a, "b": b}, wall_seconds=round(time.perf_counter() - started, 1))
+    report = compare_corpus(corpus or SHIPPED, sa, sb, limit=limit_value(limit), progress=progress)
+    report.update(controls={"a": a, "b": b})
     return report
 
 
@@ -72,7 +100,9 @@ def summary_html(report: Mapping[str, Any]) -> str:
             f"{sig['diff']:+.4f} (95% CI {sig['ci_low']:+.4f} to {sig['ci_high']:+.4f}), p = {sig['p_value']:.4f} "
             f"(paired randomization test, seed {sig['seed']}, {sig['resamples']} resamples); B fixed "
             f"{sig['fixed']} turns, broke {sig['broke']}, tied {sig['ties']}.</p>")
-    return (f"<div class='eval-tab'><p>{esc(report['dataset'])}: {len(report['turns'])} labeled turns, "
+    turns, total = len(report["turns"]), report.get("total_turns", len(report["turns"]))
+    scored = f"{turns} labeled turns" if turns >= total else f"the first {turns} of its {total} labeled turns"
+    return (f"<div class='eval-tab'><p id='ab-scope'>Corpus {esc(report['dataset'])}: {scored}, "
             f"{report.get('wall_seconds', '?')} s. B changes: {esc(changed)}.</p>"
             f"<table><tr><th>configuration</th>{''.join(f'<th>{m}</th>' for m in METRICS)}</tr>{rows}</table>"
             f"{test}</div>")
@@ -85,9 +115,12 @@ def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> st
         return "<div class='eval-tab'><p>B changes no turn's nDCG@10.</p></div>"
     defaults = handlers.default_controls()
     a, b = report["controls"]["a"], report["controls"]["b"]
+    corpus = report.get("corpus")
+    corpus = None if corpus in (None, "", SHIPPED) else corpus  # the shipped set: no corpus in the link
     out = []
     for t in rows:
-        href = "./" + state.encode(state.PageState(query=t["text"], a=a, b=b, compare=True), defaults)
+        page = state.PageState(query=t["text"], a=a, b=b, compare=True, corpus=corpus)
+        href = "./" + state.encode(page, defaults)
         kind = "fixed" if t["delta"] > 0 else "broke"
         out.append(f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{t['delta']}'>"
                    f"<td>{esc(t['id'])}</td><td class='text'><a href='{esc(href)}' target='_self' "
@@ -98,13 +131,14 @@ def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> st
             f"<th>A {METRIC}</th><th>B {METRIC}</th><th>B − A</th></tr>{''.join(out)}</table></div>")
 
 
-def show_ab(a_preset, a_overrides, b_preset, b_overrides, sort, progress: Any = gr.Progress()):
+def show_ab(a_preset, a_overrides, b_preset, b_overrides, sort, corpus: str | None = None, limit: float | None = 0,
+            progress: Any = gr.Progress()):
     """Callback: run A vs B, then the summary, the turn list and the report (kept for re-sorting)."""
     def tick(done: int, total: int, label: str) -> None:
         if progress is not None:
             progress((done, total), desc=f"{label}: turn {done}/{total}")
     try:
-        report = run_ab(a_preset, a_overrides, b_preset, b_overrides, tick)
+        report = run_ab(a_preset, a_overrides, b_preset, b_overrides, corpus, limit, tick)
     except (ValueError, OSError) as exc:
         msg = f"<div class='eval-tab'><p class='broke'>{esc(exc)}</p></div>"
         return msg, "", None
@@ -118,11 +152,17 @@ def resort(report: Mapping[str, Any] | None, sort: str) -> str:
     return turns_html(report, sort) if report else ""
 
 
-def build_compare_section() -> None:
-    """The A vs B block of the Evaluation tab, in the current Gradio context."""
+def build_compare_section(corpus: gr.Textbox | None = None) -> None:
+    """The A vs B block of the Evaluation tab, in the current Gradio context. ``corpus`` is the session's active
+    corpus box (the Data tab sets it): its corpus is preselected when it has labeled turns."""
     gr.Markdown("### A vs B over every labeled turn\nA and B each start from a preset (the tuned defaults when "
                 "empty); `KEY=VALUE,...` overrides any control, e.g. `rrf_k=60,dense_weight=1`. B's one-change "
-                "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare`.")
+                "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare` "
+                "(with `--corpus NAME` for a corpus of the Data tab).")
+    with gr.Row():
+        which = gr.Dropdown(corpus_choices(), value=SHIPPED, label="Corpus (its labeled turns)", elem_id="ab-corpus",
+                            scale=3)
+        limit = gr.Number(0, precision=0, minimum=0, label="At most N turns (0 = all)", elem_id="ab-limit", scale=1)
     presets = list(PRESETS)
     with gr.Row():
         a_preset = gr.Dropdown(presets, value="tuned defaults", label="A preset", elem_id="ab-a-preset")
@@ -136,6 +176,8 @@ def build_compare_section() -> None:
     summary = gr.HTML(elem_id="ab-summary")
     turns = gr.HTML(elem_id="ab-turns")
     report = gr.State(None)
-    run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort], [summary, turns, report],
+    run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort, which, limit], [summary, turns, report],
               api_visibility="private", concurrency_id="ab", concurrency_limit=1)
+    if corpus is not None:
+        corpus.change(follow_corpus, [corpus, which], which, api_visibility="private")
     sort.input(resort, [report, sort], turns, api_visibility="private")

@@ -1,9 +1,11 @@
 """The Evaluation tab: metric bars per configuration and per category, significance, refusals, the per-turn wins
 and losses of the hybrid against the best single branch, and the sweeps.
 
-The shipped labeled set runs live (through ``retrieval.evaluation.evaluate.evaluate``); bigger sets (SciFact) are shown from
-a ``report.json`` written by ``python -m retrieval eval --save-runs runs/<name>``, and the tab says which one it
-shows. ``build_evaluation_tab()`` creates its components inside the current Gradio context.
+The shipped labeled set and every registry corpus with labeled turns (uploaded, indexed before, BEIR folders under
+the data root) run live (``retrieval.evaluation.corpus_eval``, the loader ``eval --corpus`` uses), optionally on
+their first N turns; the session's corpus is preselected. Bigger sets can be shown from a ``report.json`` written by
+``python -m retrieval eval --save-runs runs/<name>``, and the tab says which one it shows. ``build_evaluation_tab()``
+creates its components inside the current Gradio context.
 """
 
 from __future__ import annotations
@@ -18,16 +20,20 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector.compare_eval import build_compare_section
+from inspector import handlers
+from inspector.compare_eval import build_compare_section, limit_value
 from inspector.figures import failsafe, message_figure, plot_text
 
+from retrieval.corpora import SHIPPED
 from retrieval.evaluation.evaluate import BRANCHES, CONFIGS, load_report
+from retrieval.evaluation.labeled import describe, labeled_entries
 from retrieval.evaluation.sweeps import sweep_figure
 from retrieval.settings import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 
-LIVE = "live:shipped"
+LIVE_PREFIX = "live:"
+LIVE = LIVE_PREFIX + SHIPPED
 RUNS_DIR = PROJECT_ROOT / "runs"
 METRIC_NAMES = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 COLORS = {"bm25": "#3b82f6", "dense": "#f59e0b", "rrf": "#10b981", "full": "#8b5cf6"}
@@ -44,10 +50,21 @@ esc = html.escape
 
 
 # ------------------------------------------------------------------------------------------------- sources
-def list_sources(runs_dir: Path | None = None) -> list[tuple[str, str]]:
-    """Dropdown choices: the live shipped set, then every cached ``<runs_dir>/*/report.json`` (default runs/)."""
+def corpus_sources() -> list[tuple[str, str]]:
+    """A live entry for every registry corpus with labeled turns besides the shipped set (``live:<name>``)."""
+    try:
+        entries = labeled_entries(handlers.base_settings())
+    except (OSError, ValueError) as exc:  # an unreadable data root must not take the tab down
+        log.warning("cannot list the corpora with labeled turns: %s", exc)
+        return []
+    return [(f"{e.name}: live run ({describe(e)})", LIVE_PREFIX + e.name) for e in entries if e.kind != SHIPPED]
+
+
+def list_sources(runs_dir: Path | None = None, corpora: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """Dropdown choices: the live shipped set, the live ``corpora`` (``corpus_sources()``), then every cached
+    ``<runs_dir>/*/report.json`` (default runs/)."""
     runs_dir = Path(runs_dir) if runs_dir is not None else RUNS_DIR
-    choices = [("Shipped labeled set (live run in this process)", LIVE)]
+    choices = [("Shipped labeled set (live run in this process)", LIVE), *corpora]
     if runs_dir.is_dir():
         for path in sorted(runs_dir.glob("*/report.json")):
             try:
@@ -135,7 +152,9 @@ def summary_html(report: Mapping[str, Any], source_note: str, configs: Sequence[
     parts = [f"<div class='eval-tab'><p class='note'>{esc(source_note)}</p>",
              *([f"<p class='note'>{esc(report['note'])}</p>"] if report.get("note") else []),
              *([f"<p class='note'>Configured settings: {esc(shown)}.</p>"] if shown else []),
-             f"<table><thead><tr><th>config</th>{head}</tr></thead><tbody>{rows}</tbody></table>"]
+             f"<table id='eval-table'><caption>{esc(str(report['dataset']))}: "
+             f"{_num(report.get('answerable_turns'))} answerable turns</caption>"
+             f"<thead><tr><th>config</th>{head}</tr></thead><tbody>{rows}</tbody></table>"]
     for c, v in (report.get("verdict") or {}).items():
         if c not in configs:
             continue
@@ -246,30 +265,27 @@ def error_html(message: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ handlers
-def live_report(configs: Sequence[str], progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
-    """Evaluate the shipped labeled set now, with the configured settings and the process-wide retriever."""
-    from retrieval.corpus import load_shipped
-    from retrieval.evaluation.evaluate import evaluate
-    from retrieval.pipeline import get_retriever
-    from retrieval.settings import Settings
-
-    settings = Settings.from_env()
-    dataset = load_shipped(settings.corpus_path)
-    started = time.perf_counter()
-    report = evaluate(dataset, get_retriever(settings), settings, [c for c in CONFIGS if c in configs],
-                      progress=progress)
-    report["wall_seconds"] = round(time.perf_counter() - started, 1)
-    report["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    return report
+def live_note(report: Mapping[str, Any]) -> str:
+    """What a live run scored, in words: which corpus, when, how many of its labeled turns, how long."""
+    name = report.get("corpus") or SHIPPED
+    what = "the shipped labeled set" if name == SHIPPED else f"corpus {name}"
+    total, turns = report.get("total_turns", report["turns"]), report["turns"]
+    scored = (f"all {turns} labeled turns scored" if turns >= total else
+              f"the first {turns} of its {total} labeled turns scored (set 'at most N turns' to 0 for all)")
+    return (f"Shown: a live run of {what} in this process at {report.get('written_at', '?')}: {scored} "
+            f"({report.get('wall_seconds', '?')} s), with the configured settings.")
 
 
-def load_source(source: str, configs: Sequence[str],
-                progress: Callable[[int, int, str], None] | None = None) -> tuple[dict[str, Any], str]:
-    """The report for a dropdown value and a sentence saying honestly what it is."""
-    if source == LIVE:
-        report = live_report(configs, progress)
-        return report, (f"Shown: a live run of the shipped labeled set in this process at {report['written_at']} "
-                        f"({report['turns']} turns, {report['wall_seconds']} s), with the configured settings.")
+def load_source(source: str, configs: Sequence[str], progress: Callable[[int, int, str], None] | None = None,
+                limit: int | None = None) -> tuple[dict[str, Any], str]:
+    """The report for a dropdown value (a live corpus, at most ``limit`` turns, or a cached file) and a sentence
+    saying honestly what it is."""
+    if source.startswith(LIVE_PREFIX):
+        from retrieval.evaluation.corpus_eval import evaluate_corpus
+
+        report = evaluate_corpus(source.removeprefix(LIVE_PREFIX), handlers.base_settings(),
+                                 configs or list(CONFIGS), limit=limit, progress=progress)
+        return report, live_note(report)
     path = Path(source)
     report = load_report(path)
     try:
@@ -281,7 +297,12 @@ def load_source(source: str, configs: Sequence[str],
                     f"Not re-run here; run that command again to refresh it.")
 
 
-def show(source: str, configs: Sequence[str], hybrid: str, progress: Any = gr.Progress()):
+def _failed(msg: str) -> tuple:
+    return (error_html(msg), message_figure(msg), message_figure(msg), error_html(msg),
+            gr.update(choices=[], value=None), message_figure(msg), None)
+
+
+def show(source: str, configs: Sequence[str], hybrid: str, limit: float | None = 0, progress: Any = gr.Progress()):
     """Callback: everything the tab shows for one source, plus the report (and what it is) for the session."""
     configs = list(configs or [])
     try:
@@ -289,11 +310,12 @@ def show(source: str, configs: Sequence[str], hybrid: str, progress: Any = gr.Pr
             if progress is not None:
                 progress((done, total), desc=f"{label}: turn {done}/{total}")
 
-        report, note = load_source(source, configs or list(CONFIGS), tick)
+        report, note = load_source(source or LIVE, configs or list(CONFIGS), tick, limit_value(limit))
     except (ValueError, OSError) as exc:
-        msg = str(exc)
-        return (error_html(msg), message_figure(msg), message_figure(msg), error_html(msg),
-                gr.update(choices=[], value=None), message_figure(msg), None)
+        return _failed(str(exc))
+    except Exception as exc:  # the page must survive anything; the log keeps the traceback
+        log.exception("evaluation of %s failed", source)
+        return _failed(f"The evaluation failed ({type(exc).__name__}: {exc}).")
     sweeps = [s["param"] for s in report.get("sweeps", [])]
     return (summary_html(report, note, configs), metrics_figure(report, configs), category_figure(report, configs),
             wins_losses_html(report, hybrid), gr.update(choices=sweeps, value=sweeps[0] if sweeps else None),
@@ -324,8 +346,18 @@ def redraw_sweep(state: Mapping[str, Any] | None, param: str | None) -> go.Figur
 
 
 def refresh_sources(runs_dir: Path | None = None) -> Any:
-    choices = list_sources(runs_dir)
+    choices = list_sources(runs_dir, corpus_sources())
     return gr.update(choices=choices, value=choices[-1][1])
+
+
+def follow_corpus(corpus: str | None, current: str | None, runs_dir: Path | None = None) -> Any:
+    """Callback: the session's corpus changed. Rescan the choices; preselect that corpus if it has labeled turns,
+    else keep the current choice (the shipped set if that is gone)."""
+    choices = list_sources(runs_dir, corpus_sources())
+    values = {v for _, v in choices}
+    wanted = LIVE_PREFIX + (corpus or SHIPPED)
+    value = wanted if wanted in values else current if current in values else LIVE
+    return gr.update(choices=choices, value=value)
 
 
 # -------------------------------------------------------------------------------------------------- layout
@@ -340,12 +372,16 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     gr.Markdown(
         "### Evaluation: does the hybrid beat each branch alone?\n"
         "Parent-level nDCG@10, Recall@10/100 and MRR@10 of `bm25`, `dense`, `rrf` and `full` (rrf + cross-encoder). "
-        "The shipped set runs live (about a minute the first time); SciFact and other large sets are shown from a "
-        "file written by `python -m retrieval eval --beir PATH --save-runs runs/NAME`.")
-    choices = list_sources(runs_dir)
+        "The shipped set and every corpus with labeled turns (Data tab) run live, the session's corpus preselected "
+        "(the shipped set takes about a minute the first time; SciFact's 300 turns take minutes: cap the turns); "
+        "large sets can also be shown from a file written by `python -m retrieval eval --beir PATH --save-runs "
+        "runs/NAME`.")
+    choices = list_sources(runs_dir, corpus_sources())
     with gr.Row():
         source = gr.Dropdown(choices, value=choices[0][1], label="Dataset", elem_id="eval-source", scale=3)
-        refresh = gr.Button("Rescan runs/", elem_id="eval-refresh", scale=0)
+        limit = gr.Number(0, precision=0, minimum=0, label="At most N turns (0 = all)", elem_id="eval-limit",
+                          scale=1)
+        refresh = gr.Button("Rescan corpora and runs/", elem_id="eval-refresh", scale=0)
     with gr.Row():
         configs = gr.CheckboxGroup(list(CONFIGS), value=list(CONFIGS), label="Configurations", elem_id="eval-configs")
         hybrid = gr.Radio(["rrf", "full"], value="rrf", label="Wins and losses of", elem_id="eval-hybrid")
@@ -360,9 +396,12 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     state = gr.State(None)
 
     refresh.click(lambda: refresh_sources(runs_dir), None, source)
-    run.click(show, [source, configs, hybrid],
+    if corpus is not None:
+        corpus.change(lambda name, current: follow_corpus(name, current, runs_dir), [corpus, source], source,
+                      api_visibility="private")
+    run.click(show, [source, configs, hybrid, limit],
               [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state])
     configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot])
     hybrid.input(redraw_wins, [state, hybrid], wins)
     sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot)
-    build_compare_section()  # A vs B over the labeled turns, each turn linking to compare mode
+    build_compare_section(corpus)  # A vs B over a corpus's labeled turns, each turn linking to compare mode

@@ -16,7 +16,6 @@ these extra calls and the sweeps cost few model calls.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -480,16 +479,14 @@ def load_report(path: str | Path) -> dict[str, Any]:
 def load_dataset(args: argparse.Namespace, settings: Settings) -> Dataset:
     """The dataset named by the command line: ``--beir PATH`` or the shipped cards (+ ``--queries``)."""
     from retrieval.corpus import load_beir, load_shipped
+    from retrieval.evaluation.labeled import limit_turns
 
     if getattr(args, "corpus", None) and args.beir:
         raise ValueError("give either --corpus or --beir, not both.")
-    if getattr(args, "corpus", None):
-        from retrieval.cli import corpus_from_args
+    if getattr(args, "corpus", None):  # the same loader as the Evaluation tab's live entries
+        from retrieval.evaluation.labeled import labeled_dataset
 
-        ds = corpus_from_args(args, settings).dataset()
-        if not ds.queries:
-            raise ValueError(f"corpus {ds.name!r} has no labeled turns: evaluation needs the shipped queries schema "
-                             "beside the cards, or BEIR queries.jsonl + qrels/.")
+        ds = labeled_dataset(args.corpus, settings, paths=True)[1]
     elif args.beir:
         ds = load_beir(args.beir, args.split)
     else:
@@ -497,7 +494,7 @@ def load_dataset(args: argparse.Namespace, settings: Settings) -> Dataset:
     if args.limit is not None:
         if args.limit < 1:
             raise ValueError(f"--limit must be at least 1, got {args.limit}.")
-        ds = dataclasses.replace(ds, queries=ds.queries[: args.limit])
+        ds = limit_turns(ds, args.limit)
     return ds
 
 

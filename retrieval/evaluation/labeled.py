@@ -1,0 +1,77 @@
+"""Which corpora have labeled turns, and their labeled turns as a ``Dataset``: the one loader behind
+``python -m retrieval eval --corpus NAME|PATH`` and the Evaluation tab's live entries (``corpus_eval``).
+
+A corpus has labeled turns when it was registered with some (the shipped queries schema beside cards, or BEIR
+``queries.jsonl`` + ``qrels/*.tsv``), when it is a BEIR folder under the data root holding both files (how many
+is known only once it is loaded), or for the shipped cards when ``queries.jsonl`` sits beside them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from retrieval.corpora import SHIPPED, CorpusData, CorpusEntry, Registry
+from retrieval.corpus import Dataset, load_shipped
+from retrieval.settings import Settings
+
+
+def has_labeled_turns(entry: CorpusEntry) -> bool:
+    """True if the entry has (or, for a BEIR folder not loaded yet, carries the files of) labeled turns."""
+    source = Path(entry.source)
+    if entry.kind == SHIPPED:
+        return source.with_name("queries.jsonl").is_file()
+    if entry.turns:
+        return True
+    if entry.kind == "beir":
+        return (source / "queries.jsonl").is_file() and any((source / "qrels").glob("*.tsv"))
+    return False
+
+
+def labeled_entries(settings: Settings) -> list[CorpusEntry]:
+    """The registry's corpora with labeled turns, in the registry's order (the shipped cards first)."""
+    return [e for e in Registry(settings).entries() if has_labeled_turns(e)]
+
+
+def describe(entry: CorpusEntry) -> str:
+    """What is known of an entry's labeled turns, in words (a BEIR folder's count only once it is loaded)."""
+    if entry.kind == SHIPPED:
+        return "the shipped labeled set"
+    if entry.turns:
+        return f"{entry.turns:,} labeled turns, {entry.kind}"
+    return "BEIR folder under the data root; its labeled turns are counted when it is loaded"
+
+
+def labeled_dataset(name: str | None, settings: Settings, *, paths: bool = False,
+                    limit: int | None = None) -> tuple[CorpusData | None, Dataset]:
+    """The corpus called ``name`` (None, "" or "shipped": the cards at CORPUS_PATH) and its labeled turns.
+
+    ``paths`` also accepts a file or folder (the CLI only; a name from the page never opens a path). ``limit``
+    keeps the first N turns (None or 0: all). The shipped cards come back with ``None`` as their CorpusData.
+
+    Raises:
+        ValueError: unknown corpus, a corpus without labeled turns, a bad ``limit``, or a file that does not load
+            (the message names the file, line and field).
+    """
+    if not name or name == SHIPPED:
+        queries = Path(settings.corpus_path).with_name("queries.jsonl")
+        if not queries.is_file():
+            raise ValueError(f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
+                             f"{queries.name} beside them, or pick a corpus with labeled turns.")
+        return None, limit_turns(load_shipped(settings.corpus_path, queries), limit)
+    registry = Registry(settings)
+    data = registry.load(registry.get(name, paths=paths))
+    dataset = data.dataset()
+    if not dataset.queries:
+        raise ValueError(f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
+                         "beside the cards, or BEIR queries.jsonl + qrels/.")
+    return data, limit_turns(dataset, limit)
+
+
+def limit_turns(dataset: Dataset, limit: int | None) -> Dataset:
+    """The first ``limit`` labeled turns (None or 0: all of them)."""
+    if not limit:
+        return dataset
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"the number of turns must be a whole number, 0 for all, got {limit!r}.")
+    return dataclasses.replace(dataset, queries=dataset.queries[:limit])
