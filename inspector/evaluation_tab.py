@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any

@@ -72,3 +72,17 @@ def test_cli_eval_compare_json(tmp_path):
     assert bad.returncode == 2 and "RRF_K='abc' is not a whole number" in bad.stderr and "Traceback" not in bad.stderr
     bad = run_cli("eval", "--compare", "colour=red", tmp_path=folder)
     assert bad.returncode == 2 and "unknown setting" in bad.stderr
+
+
+def test_turn_links_carry_the_corpus_except_the_shipped_one():
+    from inspector import compare_eval, handlers
+
+    a = handlers.default_controls()
+    report = {"controls": {"a": a, "b": {**a, "rrf_k": 60}}, "corpus": "tinybeir", "dataset": "tinybeir",
+              "turns": [{"id": "q<1>", "text": "why <b>x</b> & y", "a_ndcg@10": 1.0, "b_ndcg@10": 0.5, "delta": -0.5},
+                        {"id": "q2", "text": "same", "a_ndcg@10": 1.0, "b_ndcg@10": 1.0, "delta": 0.0}]}
+    out = compare_eval.turns_html(report)
+    assert out.count("class='ab-open'") == 1 and "corpus=tinybeir" in out and "b.rrf_k=60" in out
+    assert "<b>x</b>" not in out and "why &lt;b&gt;x&lt;/b&gt; &amp; y" in out and "q&lt;1&gt;" in out
+    report["corpus"] = "shipped"
+    assert "corpus=" not in compare_eval.turns_html(report)

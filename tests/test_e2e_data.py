@@ -5,6 +5,7 @@ Upload a JSONL with a broken line (the message names the line), then the fixed f
 under the data root (a small one made in tmp, so the test indexes in seconds; real SciFact takes ~25 min) and see
 its labeled turns offered in the inspector; switch back to the shipped corpus; two browser contexts with different
 active corpora each see their own lists. Saves the README screenshot of the Data tab to docs/data-tab.png.
+The Evaluation tab scores the session's corpus (preselected) and its A vs B links carry the corpus (issue 11).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ OWN = [
     {"id": "own-fridge", "title": "Fridge", "text": "Keep unopened insulin pens in the fridge door."},
 ]
 TURN = "glass of water with every tablet"
+# tinybeir's labeled turns: q2 shares no word with its card, so B = BM25's order alone breaks it (A vs B has a link).
+BEIR_TURNS = [("q1", "what lowers cholesterol", "tb-statin"), ("q2", "exercise for hypertension", "tb-walk"),
+              ("q3", "medicine that prevents clots", "tb-aspirin")]
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +74,10 @@ def server(tmp_path_factory):
         {"_id": "tb-aspirin", "title": "Aspirin", "text": "Low-dose aspirin thins the blood."},
         {"_id": "tb-statin", "title": "Statins", "text": "Statins lower LDL cholesterol."},
         {"_id": "tb-walk", "title": "Walking", "text": "A daily walk lowers blood pressure."}]), encoding="utf-8")
-    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "what lowers cholesterol"}) + "\n",
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t, _ in BEIR_TURNS),
                                         encoding="utf-8")
-    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ttb-statin\t1\n", encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in BEIR_TURNS), encoding="utf-8")
     app = AppServer(work, MINI, extra_env={"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")})
     try:
         app.start()
@@ -115,7 +120,16 @@ def expect():
 
 
 def tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
+    """Open a tab; a click that lands before the page is live is lost, so it is retried until the tab is selected."""
+    button = page.get_by_role("tab", name=name)
+    for attempt in range(3):
+        button.click()
+        try:
+            expect()(button).to_have_attribute("aria-selected", "true", timeout=15_000)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
 
 
 def upload(page, path: Path) -> None:
@@ -192,7 +206,7 @@ def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shippe
     tab(page, "Inspector")
     turns = page.locator("#corpus-turns")
     expect()(turns).to_be_visible()
-    expect()(turns).to_contain_text("Labeled turns of tinybeir (1)")
+    expect()(turns).to_contain_text(f"Labeled turns of tinybeir ({len(BEIR_TURNS)})")
     page.locator("#query textarea").fill("what lowers cholesterol")
     page.locator("#run").click()
     expect()(page.locator("#hybrid-path .turn")).to_contain_text("what lowers cholesterol")
@@ -203,6 +217,38 @@ def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shippe
     lists = run_turn(page, "GlucoSense GS-40 error E-07")
     mini_ids = {json.loads(line)["id"] for line in MINI.read_text(encoding="utf-8").splitlines() if line.strip()}
     assert lists["bm25"] and all(i.split("#")[0] in mini_ids for i in lists["bm25"])
+
+
+def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page):
+    import re
+
+    pick(page, "tinybeir")  # indexed by an earlier test (ready at once), or here in seconds
+    expect()(page.locator("#active-corpus")).to_contain_text("tinybeir", timeout=300_000)
+    tab(page, "Evaluation")
+    expect()(page.locator("#eval-source input")).to_have_value(re.compile(r"^tinybeir: live run"))
+    expect()(page.locator("#ab-corpus input")).to_have_value(re.compile(r"^tinybeir "))
+    page.locator("#eval-limit input").fill("2")
+    page.locator("#eval-run").click()
+    summary = page.locator("#eval-summary")
+    expect()(summary).to_contain_text("a live run of corpus tinybeir", timeout=120_000)
+    expect()(summary).to_contain_text("the first 2 of its 3 labeled turns scored")
+    expect()(summary.locator("caption")).to_have_text("tinybeir: 2 answerable turns")
+    expect()(summary.locator("#eval-table tbody tr")).to_have_count(4)  # bm25, dense, rrf, full
+
+    box = page.locator("#ab-b-preset input")  # B = BM25's order alone: the tuned defaults without dense or reranker
+    box.click()
+    box.fill("tuned defaults")
+    box.press("Enter")
+    box.blur()
+    page.locator("#ab-b-overrides textarea, #ab-b-overrides input").first.fill("dense_weight=0,reranker_max_input=0")
+    page.locator("#ab-run").click()
+    expect()(page.locator("#ab-summary")).to_contain_text("Corpus tinybeir: 3 labeled turns", timeout=120_000)
+    expect()(page.locator("#ab-summary")).to_contain_text(re.compile(r"dense_weight [0-9.]+ → 0\.0"))
+    links = page.locator("#ab-turns a.ab-open")
+    expect()(links.first).to_be_visible()
+    hrefs = links.evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert hrefs and all("corpus=tinybeir" in h for h in hrefs), hrefs
+    assert "exercise for hypertension" in links.all_text_contents()
 
 
 def test_two_sessions_keep_their_own_corpus(browser, server, files):
