@@ -9,10 +9,9 @@ kept from the session's state. Everything reaching HTML is escaped (``render.esc
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,7 +19,9 @@ import gradio as gr
 
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
-from retrieval.corpus import CorpusError, load_queries
+from retrieval.corpora import SHIPPED, Registry, labels_by_turn, open_within, turn_key
+from retrieval.corpus import CorpusError
+from retrieval.formats import LoadError
 from retrieval.evaluation.compare import stage_metrics
 from retrieval.query import QueryError, clean_query
 from retrieval.settings import CONTROLS
@@ -29,6 +30,7 @@ from retrieval.types import RetrievalResult
 log = logging.getLogger(__name__)
 
 ROWS = 10  # rows shown per column (the diff is over the whole lists)
+LINK_WAIT_S = 30.0  # how long opening a link waits for its corpus's store to open (a store on disk takes seconds)
 STAGE_TITLES = {"bm25": "BM25", "dense": "Dense", "rrf": "RRF fused", "final": "Final (reranked cards)"}
 CSS = """
 #compare-view .cmp-summary {font-size: 15px; line-height: 1.45; padding: 8px 12px; border-left: 4px solid #0b5cad;
@@ -54,34 +56,36 @@ CSS = """
 
 
 # ---------------------------------------------------------------------------------------------- relevance
-@functools.lru_cache(maxsize=8)
-def _labeled(queries_path: str, mtime: float) -> dict[str, dict[str, int]]:
+_LABELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # (corpus, fingerprint) -> turn -> qrels
+_LABELS_LOCK = threading.Lock()
+
+
+def _corpus_data(corpus: str | None):
+    """The session's corpus loaded from the registry (a name; None = the shipped cards)."""
+    registry = Registry(handlers.base_settings())
+    return registry.load(registry.get(corpus or SHIPPED))
+
+
+def labeled_qrels(query: str, corpus: str | None = None) -> dict[str, int]:
+    """The judgements of ``query`` if it is one of the labeled turns of the session's corpus (a registry name;
+    None = the shipped cards), matched without case or extra spaces; else {}."""
     try:
-        return {_norm(q.text): dict(q.relevant) for q in load_queries(Path(queries_path)) if q.relevant}
-    except (CorpusError, OSError) as exc:
-        log.warning("no labeled turns from %s: %s", queries_path, exc)
+        data = _corpus_data(corpus)
+    except (LoadError, CorpusError, ValueError, OSError) as exc:
+        log.warning("no labeled turns for corpus %r: %s", corpus, exc)
         return {}
+    key = (data.entry.name, data.entry.fingerprint)
+    with _LABELS_LOCK:
+        labels = _LABELS.get(key)
+        if labels is None:
+            labels = _LABELS[key] = labels_by_turn(data)
+    return labels.get(turn_key(query), {})
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def labeled_qrels(query: str, corpus_path: str) -> dict[str, int]:
-    """The judgements of ``query`` if it is one of the corpus's labeled turns (``queries.jsonl`` beside the
-    cards), else {}."""
-    path = Path(corpus_path).with_name("queries.jsonl")
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        return {}
-    return _labeled(str(path), mtime).get(_norm(query), {})
-
-
-def session_qrels(query: str, corpus_path: str, ticked: Mapping[str, Sequence[str]] | None) -> dict[str, int]:
+def session_qrels(query: str, corpus: str | None, ticked: Mapping[str, Sequence[str]] | None) -> dict[str, int]:
     """The user's ticks for this turn when there are any (grades kept from the labels), else the labels."""
-    labels = labeled_qrels(query, corpus_path)
-    key = _norm(query)
+    labels = labeled_qrels(query, corpus)
+    key = turn_key(query)
     if ticked and key in ticked:
         return {doc: labels.get(doc, 1) or 1 for doc in ticked[key]}
     return labels
@@ -170,59 +174,86 @@ def _typed(values: Sequence[Any]) -> dict[str, Any]:
 
 
 def share_link(base: str, query: str, compare_on: bool, doc: str | None, a: Mapping[str, Any],
-               b: Mapping[str, Any]) -> str:
-    """The link that reopens this case: ``base`` (the page's address) + the encoded state."""
-    page = state.PageState(query=query or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=doc or None)
+               b: Mapping[str, Any], corpus: str | None = None) -> str:
+    """The link that reopens this case: ``base`` (the page's address) + the encoded state (the session's corpus
+    included unless it is the shipped cards)."""
+    page = state.PageState(query=query or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=doc or None,
+                           corpus=corpus if corpus and corpus != SHIPPED else None)
     return (base or "") + state.encode(page, handlers.default_controls())
 
 
-def _side(query: str, controls: dict[str, Any], kept: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One side's result: the kept one if its turn and controls are unchanged, else a fresh (cached) run."""
-    key = repr((query, sorted(controls.items())))
+def _side(query: str, controls: dict[str, Any], kept: Mapping[str, Any] | None,
+          corpus: str | None = None) -> dict[str, Any]:
+    """One side's result on the session's corpus: the kept one if its turn, controls and corpus are unchanged, else
+    a fresh (cached) run."""
+    key = repr((query, sorted(controls.items()), corpus or ""))
     if kept and kept.get("key") == key:
         return dict(kept)
-    turn = handlers.execute(query, controls)
+    turn = handlers.execute(query, controls, corpus or None)
     ids = {h.parent_id for h in (*turn.result.bm25.hits, *turn.result.dense.hits, *turn.result.fused,
                                  *turn.result.final)}
     titles = {c.parent_id: c.title for c in turn.retriever.by_id.values() if c.parent_id in ids}
-    return {"key": key, "result": turn.result, "titles": titles, "corpus": turn.settings.corpus_path}
+    return {"key": key, "result": turn.result, "titles": titles, "corpus": corpus or None}
 
 
 def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None, doc: str | None, base: str,
-            *values: Any) -> tuple[Any, Any, dict, str]:
-    """Re-render compare mode (each side re-run only if its own inputs changed) and the share link.
+            *values: Any) -> tuple[Any, Any, dict, str, Any]:
+    """Re-render compare mode (each side re-run only if its own inputs changed), the share link, and the export
+    stamped with that link.
 
-    ``values`` are A's controls then B's, each in ``CONTROLS`` order. Returns the compare view, the relevance
-    checkboxes, the kept results and the link. Never raises: problems become the view's message.
+    ``values`` are A's controls then B's, each in ``CONTROLS`` order, then optionally the session's corpus and the
+    last turn (``TurnView.last_turn``). Returns the compare view, the relevance checkboxes, the kept results, the
+    link and the export (the last turn's JSON recording this very link). Never raises: problems become the view's
+    message.
     """
     n = len(CONTROLS)
     a, b = _typed(values[:n]), _typed(values[n:2 * n])
-    link = share_link(base, query, compare_on, doc, a, b)
+    corpus = values[2 * n] if len(values) > 2 * n else None
+    last_turn = values[2 * n + 1] if len(values) > 2 * n + 1 else None
+    link = share_link(base, query, compare_on, doc, a, b, corpus)
     kept = dict(kept or {})
+    export = _export(kept, last_turn, link)
     if not compare_on:
-        return gr.skip(), gr.skip(), kept, link
+        return gr.skip(), gr.skip(), kept, link, export
     try:
         text = clean_query(query)
     except QueryError as exc:
-        return compare_message(str(exc)), gr.CheckboxGroup(choices=[], value=[]), kept, link
+        return compare_message(str(exc)), gr.CheckboxGroup(choices=[], value=[]), kept, link, export
     for side, controls in (("a", a), ("b", b)):
         try:
-            kept[side] = _side(text, controls, kept.get(side))
+            kept[side] = _side(text, controls, kept.get(side), corpus)
         except (QueryError, ValueError, TypeError) as exc:
             kept.pop(side, None)
-            return compare_message(f"Configuration {side.upper()}: {exc}"), gr.skip(), kept, link
+            return compare_message(f"Configuration {side.upper()}: {exc}"), gr.skip(), kept, link, export
         except Exception as exc:  # the page must survive anything; the log keeps the traceback
             log.exception("compare failed")
             kept.pop(side, None)
             return (compare_message(f"Configuration {side.upper()} failed ({type(exc).__name__}: {exc})."),
-                    gr.skip(), kept, link)
-    return (*_view(text, kept, ticked), kept, link)
+                    gr.skip(), kept, link, export)
+    return (*_view(text, kept, ticked), kept, link, export)
+
+
+def _export(kept: dict, last_turn: Mapping[str, Any] | None, link: str) -> Any:
+    """The last turn's export recording ``link`` (what the page's Link box shows: A, B, compare, the explained
+    document, the corpus); rewritten only when the turn or the link changed."""
+    if not last_turn:
+        return gr.skip()
+    key = repr((sorted(last_turn.items(), key=str), link))
+    if kept.get("export_key") == key:
+        return gr.skip()
+    try:
+        path = handlers.export_last_turn(last_turn, link)
+    except Exception:  # the turn itself already rendered; its own export (configuration A) stays
+        log.exception("export with the page's link failed")
+        return gr.skip()
+    kept["export_key"] = key
+    return path
 
 
 def _view(query: str, kept: Mapping[str, Any], ticked: Mapping[str, Sequence[str]] | None) -> tuple[str, Any]:
     ra, rb = kept["a"]["result"], kept["b"]["result"]
     qrels = session_qrels(query, kept["a"]["corpus"], ticked)
-    source = "this session's marks" if ticked and _norm(query) in ticked else "the corpus's labeled turn"
+    source = "this session's marks" if ticked and turn_key(query) in ticked else "the corpus's labeled turn"
     titles = {**kept["a"]["titles"], **kept["b"]["titles"]}
     shown = []
     for r in (ra, rb):
@@ -238,7 +269,7 @@ def _view(query: str, kept: Mapping[str, Any], ticked: Mapping[str, Sequence[str
 def tick(query: str, marks: list[str] | None, ticked: dict | None) -> dict:
     """The user ticked or unticked relevant cards for this turn (kept for the session)."""
     ticked = dict(ticked or {})
-    ticked[_norm(query or "")] = list(marks or [])
+    ticked[turn_key(query or "")] = list(marks or [])
     return ticked
 
 
@@ -251,10 +282,11 @@ def apply_preset(preset: str | None, *a_values: Any) -> list[Any]:
 
 
 def restore(request: gr.Request) -> list[Any]:
-    """Page load: the link's state into the widgets (turn, A, compare, B), problems into the message area.
+    """Page load: the link's state into the widgets (turn, A, compare, B, the session's corpus), problems into the
+    message area.
 
     Returns, in order: the turn, A's controls, compare on/off, B's controls, the panel's visibility, the
-    message, the document to explain and the page's base address (for links)."""
+    message, the document to explain, the page's base address (for links) and the session's corpus."""
     headers = dict(request.headers or {}) if request is not None else {}
     referer = headers.get("referer") or ""
     if "?" in referer:
@@ -264,14 +296,37 @@ def restore(request: gr.Request) -> list[Any]:
     params = [(k, v) for k, v in params if not k.startswith("__")]  # gradio's own (e.g. __theme)
     base = _base(headers)
     if not params:
-        return [gr.skip()] * (2 + 2 * len(CONTROLS)) + [gr.skip(), "", None, base]
+        return [gr.skip()] * (2 + 2 * len(CONTROLS)) + [gr.skip(), "", None, base, gr.skip()]
     allowed = {"embedding_model": handlers.model_choices()}
     page, problems = state.decode(params, handlers.default_controls(), allowed)
-    if page.corpus:
-        problems.append(f"corpus={page.corpus!r}: this page serves one corpus; the link's corpus is ignored.")
+    corpus, problem = link_corpus(page.corpus)
+    problems += [problem] if problem else []
     message = render.render_message("This link had problems: " + " ".join(problems)) if problems else ""
     return [page.query, *(page.a[n] for n in CONTROLS), page.compare, *(page.b[n] for n in CONTROLS),
-            gr.Column(visible=page.compare), message, page.doc, base]
+            gr.Column(visible=page.compare), message, page.doc, base, corpus]
+
+
+def link_corpus(name: str | None) -> tuple[Any, str | None]:
+    """The session's corpus a link asks for: (the value for the hidden corpus box, the problem in words or None).
+
+    Only names the Data tab lists are opened (never a path); a store on disk reopens within ``LINK_WAIT_S``; a corpus
+    still being indexed, unknown or broken leaves the session on the shipped cards and says so."""
+    if not name:
+        return gr.skip(), None
+    shown = repr(name[:80])
+    try:
+        data = _corpus_data(name)
+        snap = open_within(data, handlers.base_settings(), LINK_WAIT_S)
+    except (LoadError, CorpusError, ValueError, OSError) as exc:
+        return gr.skip(), f"corpus={shown}: {exc} The shipped cards are shown instead."
+    if snap is None:
+        return ("" if data.key is None else data.entry.name), None
+    if snap["status"] == "running":
+        return gr.skip(), (f"corpus={shown} is still being indexed here ({snap['done']:,}/{snap['total']:,} "
+                           "sub-chunks): the Data tab shows its progress; open this link again when it is ready. The "
+                           "shipped cards are shown meanwhile.")
+    return gr.skip(), (f"corpus={shown} could not be opened ({snap['status']}: {snap['error']}). The shipped cards "
+                       "are shown instead.")
 
 
 def _base(headers: Mapping[str, str]) -> str:
@@ -338,26 +393,32 @@ def _events(component: Any) -> list[Any]:
     return [component.input]
 
 
-def wire(p: dict[str, Any], query: Any, run: Any, examples: Any, controls: dict[str, Any],
-         outputs: dict[str, Any]) -> None:
-    """Compare and link events: a turn run or an A control re-renders A vs B (only A re-runs), a B control or
-    a preset only B, a tick only the marks; the link follows every change."""
-    a_list, b_list = list(controls.values()), list(p["b"].values())
-    inputs = [query, p["compare_on"], p["ticked"], p["kept"], outputs["explain_doc"], p["base"], *a_list, *b_list]
-    common = dict(fn=refresh, inputs=inputs, outputs=[p["view"], p["relevant"], p["kept"], p["link"]],
-                  api_visibility="private", concurrency_id="compare", concurrency_limit=4)
+def _refresh_event(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], corpus: Any,
+                   doc: Any = None) -> dict[str, Any]:
+    """The keyword arguments of an event that runs ``refresh`` (``doc``: where the explained document is read)."""
+    inputs = [query, p["compare_on"], p["ticked"], p["kept"], doc or outputs["explain_doc"], p["base"],
+              *controls.values(), *p["b"].values(), corpus, outputs["last_turn"]]
+    return dict(fn=refresh, inputs=inputs, outputs=[p["view"], p["relevant"], p["kept"], p["link"], outputs["export"]],
+                api_visibility="private", concurrency_id="compare", concurrency_limit=4)
+
+
+def wire(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], turn_events: list[Any],
+         corpus: Any) -> None:
+    """Compare and link events. Every turn event (Run, Enter, an example, an A control) is followed by a refresh:
+    A vs B re-rendered (only A re-runs, from the cache), the link, and the export stamped with that link. A B
+    control or a preset re-runs only B, a tick only the marks; the link follows every change."""
+    common = _refresh_event(p, query, controls, outputs, corpus)
     again = dict(common, trigger_mode="always_last")
-    run.click(**common)
-    query.submit(**common)
-    examples.load_input_event.then(**common)
-    for side in (controls, p["b"]):
-        for name, component in side.items():
-            if name == "embedding_model":
-                component.input(handlers.on_model_change, component, side["min_similarity"],
-                                api_visibility="private").then(**again)
-            else:
-                for event in _events(component):
-                    event(**again)
+    for event in turn_events:  # after the turn: its last_turn and export are the ones refresh stamps
+        event.then(**common)
+    for name, component in p["b"].items():
+        if name == "embedding_model":
+            component.input(handlers.on_model_change, component, p["b"]["min_similarity"],
+                            api_visibility="private").then(**again)
+        else:
+            for event in _events(component):
+                event(**again)
+    a_list, b_list = list(controls.values()), list(p["b"].values())
     p["compare_on"].input(lambda on: gr.Column(visible=on), p["compare_on"], p["panel"],
                           api_visibility="private").then(**common)
     p["preset"].input(apply_preset, [p["preset"], *a_list], b_list, api_visibility="private").then(**common)
@@ -368,13 +429,13 @@ def wire(p: dict[str, Any], query: Any, run: Any, examples: Any, controls: dict[
 
 
 def wire_load(app: gr.Blocks, p: dict[str, Any], query: Any, controls: dict[str, Any],
-              outputs: dict[str, Any]) -> None:
-    """Opening a link restores the page's state, runs the turn (A) and, in compare mode, B."""
+              outputs: dict[str, Any], corpus: Any) -> None:
+    """Opening a link restores the page's state (the session's corpus included), runs the turn (A) on it and, in
+    compare mode, B."""
     a_list, b_list = list(controls.values()), list(p["b"].values())
     restored = app.load(restore, None, [query, *a_list, p["compare_on"], *b_list, p["panel"], p["link_message"],
-                                        p["pending_doc"], p["base"]], api_visibility="private")
+                                        p["pending_doc"], p["base"], corpus], api_visibility="private")
     turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
-    restored.then(handlers.rerun_turn, [query, *a_list, p["pending_doc"]], turn_outputs,
-                  api_visibility="private").then(
-        refresh, [query, p["compare_on"], p["ticked"], p["kept"], p["pending_doc"], p["base"], *a_list, *b_list],
-        [p["view"], p["relevant"], p["kept"], p["link"]], api_visibility="private")
+    restored.then(handlers.rerun_turn, [query, *a_list, p["pending_doc"], corpus], turn_outputs,
+                  api_visibility="private").then(**_refresh_event(p, query, controls, outputs, corpus,
+                                                                    p["pending_doc"]))

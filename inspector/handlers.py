@@ -177,6 +177,7 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
     if explain_id not in ids:
         explain_id = (result.final[0].chunk_id if result.final else (ids[0] if ids else None))
     rank_flow, contrib, k_sens = figures.all_figures(result, chunks)
+    export = export_turn(turn)
     return TurnView(
         message="",
         status=render.render_status(result, terms, common),
@@ -188,8 +189,8 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
         context=render.render_context(turn.context),
-        export=export_turn(turn),
-        last_turn={"query": turn.query, "controls": turn.controls,
+        export=export,
+        last_turn={"query": turn.query, "controls": turn.controls, "export": export,
                    **({"corpus": turn.corpus} if turn.corpus else {})},
     )
 
@@ -270,13 +271,14 @@ def on_model_change(model: str) -> float:
     return suggested_min_similarity(model)
 
 
-def turn_record(turn: Turn) -> dict[str, Any]:
-    """The exported JSON: inputs, settings, every list, the level, the timings and the context."""
+def turn_record(turn: Turn, link: str | None = None) -> dict[str, Any]:
+    """The exported JSON: inputs, settings, every list, the level, the timings and the context. ``link`` is the
+    page's share link (A, B, compare, the explained document, the corpus); without it, the turn's own (A)."""
     return {
         "app": "hybrid-retrieval-inspector",
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "inputs": {"query": turn.query, **turn.controls},
-        "link": share_query(turn),
+        "inputs": {"query": turn.query, **turn.controls, **({"corpus": turn.corpus} if turn.corpus else {})},
+        "link": link or share_query(turn),
         "settings": turn.settings.to_dict(),
         "hybrid_path": turn.result.hybrid_path,
         "reason": turn.result.reason,
@@ -312,20 +314,27 @@ def share_query(turn: Turn) -> str:
     return state.encode(page, default_controls())
 
 
-def export_turn(turn: Turn) -> str:
+def export_turn(turn: Turn, link: str | None = None) -> str:
     """Write the turn's JSON to a new file (0600, in ``export_dir()``) and return its path for the download button.
 
     The name carries a time and a sequence number, nothing of the turn; only the newest ``EXPORT_KEEP`` are kept.
     """
     folder = export_dir()
     path = folder / f"turn-{time.strftime('%Y%m%d-%H%M%S')}-{next(_EXPORT_SEQ):06d}.json"
-    data = json.dumps(turn_record(turn), ensure_ascii=False, indent=2, default=str).encode("utf-8")
+    data = json.dumps(turn_record(turn, link), ensure_ascii=False, indent=2, default=str).encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
         os.fchmod(handle.fileno(), 0o600)  # whatever the umask
         handle.write(data)
     _prune_exports(folder)
     return str(path)
+
+
+def export_last_turn(last_turn: dict[str, Any], link: str) -> str:
+    """The page's last turn exported again, recording the page's own share link (compare mode's B included):
+    re-run from the per-turn cache, so no model is called. Raises what ``execute`` raises."""
+    turn = execute(last_turn["query"], last_turn["controls"], last_turn.get("corpus") or None)
+    return export_turn(turn, link)
 
 
 def _prune_exports(folder: Path) -> None:

@@ -100,12 +100,12 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
     controls = _controls()
     panel = compare_view.build_panel(control_widget)  # compare mode (off by default) and the share link
     outputs = _results()
-    slots = _wire(query, run, examples, controls, outputs, corpus)
-    compare_view.wire(panel, query, run, examples, controls, outputs)
+    slots, turn_events = _wire(query, run, examples, controls, outputs, corpus)
+    compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
 
     def finish(app: gr.Blocks) -> None:
-        compare_view.wire_load(app, panel, query, controls, outputs)
-        _newest_wins(app, slots, outputs["status"])
+        compare_view.wire_load(app, panel, query, controls, outputs, corpus)
+        _newest_wins(app, slots, [outputs["status"], panel["link"]])
 
     return finish
 
@@ -222,38 +222,43 @@ def _cancel_slot(trigger: Any = None, after: Any = None) -> Any:
     return block_fn
 
 
-def _newest_wins(app: gr.Blocks, slots: list[Any], status: gr.HTML) -> None:
+def _newest_wins(app: gr.Blocks, slots: list[Any], marks: list[Any]) -> None:
     """The newest action wins (issue 13, defect 2): every cancel slot cancels all the events that write the turn's
-    outputs (found by the level badge among their outputs, a share link's restore included), so an older result
-    that is slower to compute can never arrive after a newer one and replace it. A cancelled run's model scores
-    still land in the per-turn cache; only its result is dropped."""
-    writers = sorted(i for i, fn in app.fns.items() if fn.fn is not None and status in fn.outputs)
+    outputs or the compare view (found by the level badge or the share link among their outputs, a share link's
+    restore included), so an older result that is slower to compute can never arrive after a newer one and replace
+    it. A cancelled run's model scores still land in the per-turn cache; only its result is dropped."""
+    writers = sorted(i for i, fn in app.fns.items() if fn.fn is not None and any(m in fn.outputs for m in marks))
     for slot in slots:
         slot.cancels = writers
 
 
 def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
-          o: dict[str, Any], corpus: gr.Textbox | None = None) -> list[Any]:
+          o: dict[str, Any], corpus: gr.Textbox | None = None) -> tuple[list[Any], list[Any]]:
+    """Wire the turn events; returns the cancel slots (see ``_newest_wins``) and the turn events, after each of which
+    compare mode and the share link refresh."""
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
     outputs = [o[name] for name in handlers.TurnView._fields]
     turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4)
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
+    events: list[Any] = []
 
     def newest(trigger: Any, fn: Any, **kw: Any) -> Any:
         slots.append(_cancel_slot(trigger))
-        return trigger(fn, **kw)
+        events.append(trigger(fn, **kw))
+        return events[-1]
 
     newest(run.click, handlers.run_turn, api_name="run_turn", **turn)
     newest(query.submit, handlers.run_turn, api_visibility="private", **turn)
     slots.append(_cancel_slot(after=examples.load_input_event))
-    examples.load_input_event.then(handlers.run_turn, api_visibility="private", **turn)
+    events.append(examples.load_input_event.then(handlers.run_turn, api_visibility="private", **turn))
     rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private",
                  trigger_mode="always_last")
     for name, component in controls.items():
         if name == "embedding_model":
-            newest(component.input, handlers.on_model_change, inputs=component, outputs=controls["min_similarity"],
-                   api_visibility="private").then(handlers.rerun_turn, **rerun)
+            changed = newest(component.input, handlers.on_model_change, inputs=component,
+                             outputs=controls["min_similarity"], api_visibility="private")
+            events[-1] = changed.then(handlers.rerun_turn, **rerun)
         elif isinstance(component, gr.Slider):
             newest(component.release, handlers.rerun_turn, **rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):
@@ -263,4 +268,4 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
             newest(component.input, handlers.rerun_turn, **rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],
                            api_visibility="private")
-    return slots
+    return slots, events

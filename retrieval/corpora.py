@@ -135,22 +135,15 @@ class Registry:
         """
         wanted = (name_or_path or SHIPPED).strip()
         entries = self.entries()
-        for entry in entries:
-            if entry.name == wanted:
-                return entry
+        found = next((e for e in entries if e.name == wanted), None) or (_by_path(wanted, entries) if paths else None)
+        if found is not None:
+            return found
+        names = ", ".join(e.name for e in entries)
         if not paths:
-            raise ValueError(f"no corpus named {wanted[:80]!r}: choose one of "
-                             f"{', '.join(e.name for e in entries)} (the Data tab lists them; upload a file there "
-                             "to add one).")
-        path = Path(wanted).expanduser()
-        if path.exists():
-            for entry in entries:
-                if Path(entry.source).resolve() == path.resolve():
-                    return entry
-            return CorpusEntry(sanitise(path.stem if path.is_file() else path.name), "path", str(path.resolve()),
-                               "")
-        raise ValueError(f"no corpus named {wanted!r}: choose one of {', '.join(e.name for e in entries)}, or give "
-                         "the path of a file or folder (index it first with `python -m retrieval index PATH`).")
+            raise ValueError(f"no corpus named {wanted[:80]!r}: choose one of {names} (the Data tab lists them; "
+                             "upload a file there to add one).")
+        raise ValueError(f"no corpus named {wanted!r}: choose one of {names}, or give the path of a file or folder "
+                         "(index it first with `python -m retrieval index PATH`).")
 
     # --------------------------------------------------------------------------------------------- loading
     def load(self, entry: CorpusEntry) -> CorpusData:
@@ -235,6 +228,17 @@ class Registry:
         return delete_corpus(self, name)
 
 
+def _by_path(wanted: str, entries: list[CorpusEntry]) -> CorpusEntry | None:
+    """The registered entry read from the file or folder ``wanted``, a new "path" entry for it, or None."""
+    path = Path(wanted).expanduser()
+    if not path.exists():
+        return None
+    for entry in entries:
+        if Path(entry.source).resolve() == path.resolve():
+            return entry
+    return CorpusEntry(sanitise(path.stem if path.is_file() else path.name), "path", str(path.resolve()), "")
+
+
 def delete_corpus(self: Registry, name: str) -> str:
     """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections.
 
@@ -317,6 +321,26 @@ def open_for_turns(name: str | None, settings: Settings):
         raise ValueError(f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
                          "in the Data tab and wait for its progress bar to reach 100%.")
     return retriever_for(data, settings)
+
+
+def open_within(data: CorpusData, settings: Settings, seconds: float) -> dict[str, Any] | None:
+    """Open the corpus's store (or index it) for a share link, waiting at most ``seconds``: None once it is ready,
+    else the job's snapshot (still running, or failed with its error). A store already on disk reopens in seconds;
+    a corpus never indexed starts (or joins) its job, which the Data tab shows."""
+    if data.key is None or is_ready(data, settings):
+        return None
+    snap = start_index(data, settings).wait(seconds)
+    return None if snap["status"] == "done" else snap
+
+
+def labels_by_turn(data: CorpusData) -> dict[str, dict[str, int]]:
+    """The judgements (card id -> grade) of each labeled turn, keyed by ``turn_key`` of its text."""
+    return {turn_key(q.text): dict(q.relevant) for q in data.queries if q.relevant}
+
+
+def turn_key(text: str) -> str:
+    """A turn's text with case and runs of white space ignored: how a typed turn is matched to a labeled one."""
+    return " ".join(str(text).lower().split())
 
 
 def is_ready(data: CorpusData, settings: Settings) -> bool:

@@ -6,7 +6,9 @@ Same browser rules as ``test_e2e_browser`` (skips without a browser locally, fai
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -111,6 +113,10 @@ def test_a_link_with_rrf_k_60_and_b_tuned_defaults(context, server):
     pg.locator("#copy-link").click()
     copied = pg.evaluate("navigator.clipboard.readText()")
     assert copied == shared and copied.startswith(server)
+    with pg.expect_download() as download:  # the JSON export records the same link, B and compare included
+        pg.locator("#export").click()
+    record = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert record["link"] == shared and record["inputs"]["rrf_k"] == 60
     summary = pg.locator("#cmp-summary").text_content()
     cols = {s: pg.locator(f"#cmp-{s}-{side}").text_content() for s in ("rrf", "final") for side in ("a", "b")}
     clean(pg)

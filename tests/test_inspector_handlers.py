@@ -55,7 +55,8 @@ def test_a_turn_fills_all_four_columns_the_badge_the_charts_and_the_export(ui):
     k = handlers.base_settings().rrf_k
     assert f"/({k}+" in view.rrf
     assert all(len(fig.data) > 0 for fig in (view.rank_flow, view.contributions, view.k_sensitivity))
-    assert view.last_turn == {"query": TURN, "controls": dict(zip(handlers.CONTROLS, controls()))}
+    assert view.last_turn == {"query": TURN, "controls": dict(zip(handlers.CONTROLS, controls())),
+                              "export": view.export}
     record = json.loads(Path(view.export).read_text(encoding="utf-8"))
     assert record["inputs"]["query"] == TURN and record["inputs"]["rrf_k"] == k
     assert record["settings"]["corpus_path"].endswith("mini_cards.jsonl")
