@@ -11,6 +11,7 @@ The Evaluation tab scores the session's corpus (preselected) and its A vs B link
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -29,6 +30,7 @@ OWN = [
 ]
 TURN = "glass of water with every tablet"
 # tinybeir's labeled turns: q2 shares no word with its card, so B = BM25's order alone breaks it (A vs B has a link).
+SCIFACT = ROOT.parent / "shared" / "eval" / "scifact"
 BEIR_TURNS = [("q1", "what lowers cholesterol", "tb-statin"), ("q2", "exercise for hypertension", "tb-walk"),
               ("q3", "medicine that prevents clots", "tb-aspirin")]
 
@@ -78,6 +80,8 @@ def server(tmp_path_factory):
                                         encoding="utf-8")
     (beir / "qrels" / "test.tsv").write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in BEIR_TURNS), encoding="utf-8")
+    if SCIFACT.is_dir():  # the real BEIR SciFact (read in place, never copied into the repo)
+        (work / "eval" / "scifact").symlink_to(SCIFACT, target_is_directory=True)
     app = AppServer(work, MINI, extra_env={"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")})
     try:
         app.start()
@@ -249,6 +253,64 @@ def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page
     hrefs = links.evaluate_all("els => els.map(e => e.getAttribute('href'))")
     assert hrefs and all("corpus=tinybeir" in h for h in hrefs), hrefs
     assert "exercise for hypertension" in links.all_text_contents()
+
+
+def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser, server):
+    """A share link's corpus= opens that corpus for the new session (a labeled turn gets its relevance marks in
+    compare mode, the page's link names the corpus); a path or an unknown name is reported and the shipped cards used."""
+    from urllib.parse import urlencode
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        pg = open_page(context, server.url + "?" + urlencode(
+            {"q": "what lowers cholesterol", "corpus": "tinybeir", "compare": 1, "b.rrf_k": 60}))
+        expect()(pg.locator("#cmp-summary")).to_be_visible(timeout=300_000)
+        assert pg.locator("#list-bm25 [data-chunk]").first.get_attribute("data-chunk") == "tb-statin#0"
+        statin = pg.locator('#cmp-bm25-b .cmp-row[data-id="tb-statin#0"]')
+        expect()(statin.locator(".rel")).to_have_text("✓")  # q1 of tinybeir's labels
+        expect()(pg.locator("#cmp-bm25-a .cmp-head")).to_contain_text("nDCG@10 1.000")
+        expect()(pg.locator("#share-link textarea")).to_have_value(re.compile(r"corpus=tinybeir"))
+        tab(pg, "Data")
+        expect()(pg.locator("#active-corpus")).to_contain_text("tinybeir")
+        assert pg.outside == [] and pg.dialogs == []
+
+        bad = open_page(context, server.url + "?" + urlencode({"q": "water", "corpus": "/etc/passwd"}))
+        expect()(bad.locator("#link-message")).to_contain_text("no corpus named '/etc/passwd'")
+        expect()(bad.locator("#link-message")).to_contain_text("The shipped cards are shown instead.")
+        expect()(bad.locator("#hybrid-path .turn")).to_contain_text("water")
+        assert "root:" not in bad.content()
+        tab(bad, "Data")
+        expect()(bad.locator("#active-corpus")).to_contain_text("shipped")
+    finally:
+        context.close()
+
+
+@pytest.mark.skipif(not SCIFACT.is_dir(), reason=f"BEIR SciFact is not at {SCIFACT}")
+def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_resumes(page):
+    """The real SciFact (5,183 abstracts, 23,341 sub-chunks) from the picker: the bar counts real sub-chunks, Cancel
+    keeps the session on its corpus, and opening it again resumes from what the store holds. (Indexing all of it
+    takes ~11 min here: `python -m retrieval bench --corpus ../shared/eval/scifact` measures that.)"""
+    bar = page.locator("#index-progress progress")
+    pick(page, "scifact")
+    expect()(page.locator("#index-progress")).to_contain_text("scifact: indexing", timeout=120_000)
+    expect()(page.locator("#index-progress")).to_contain_text("/23,341 sub-chunks embedded")
+    page.wait_for_function("() => +document.querySelector('#index-progress progress').value >= 150",
+                           timeout=300_000)
+    page.locator("#index-cancel").click()
+    expect()(page.locator("#data-message")).to_contain_text("Cancelling scifact")
+    expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
+    stored = int(bar.get_attribute("value"))
+    assert 150 <= stored < 23_341
+    expect()(page.locator("#active-corpus")).to_contain_text("shipped")  # never switched to a half-built corpus
+
+    pick(page, "scifact")  # resumes: the bar starts at what the store already holds, not at 0
+    expect()(page.locator("#index-progress")).to_contain_text("scifact: indexing", timeout=120_000)
+    first = page.wait_for_function("() => +document.querySelector('#index-progress progress').value || null",
+                                   timeout=300_000).json_value()
+    assert first >= stored, f"indexing restarted at {first} instead of resuming from the {stored} stored sub-chunks"
+    page.locator("#index-cancel").click()
+    expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
+    expect()(page.locator("#active-corpus")).to_contain_text("shipped")
 
 
 def test_two_sessions_keep_their_own_corpus(browser, server, files):
