@@ -226,8 +226,8 @@ def build_classroom_tab() -> None:
     # .change also fires when a preset rewrites the inputs; always_last keeps the last edit, never a stale one.
     for component in [*inputs, k]:
         component.change(update_classroom, [*inputs, k], outputs, trigger_mode="always_last",
-                         show_progress="hidden")
-    preset.input(preset_values, preset, inputs)
+                         show_progress="hidden", api_visibility="private")
+    preset.input(preset_values, preset, inputs, api_visibility="private")
 
     gr.Markdown(
         "### Why not add the scores?\n"
@@ -239,4 +239,4 @@ def build_classroom_tab() -> None:
     fusions = gr.HTML(update_fusions(raw_bm25, raw_dense, CLASS_K), elem_id="raw-fusions")
     for component in (bm25_scores, dense_scores, k):
         component.change(update_fusions, [bm25_scores, dense_scores, k], fusions, trigger_mode="always_last",
-                         show_progress="hidden")
+                         show_progress="hidden", api_visibility="private")

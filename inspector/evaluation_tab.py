@@ -394,13 +394,16 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     sweep_plot = gr.Plot(label="sweep", elem_id="eval-sweep")
     state = gr.State(None)
 
-    refresh.click(lambda: refresh_sources(runs_dir), None, source)
+    private = dict(api_visibility="private")  # page events, not API endpoints (the API is run_turn)
+    refresh.click(lambda: refresh_sources(runs_dir), None, source, **private)
     if corpus is not None:
         corpus.change(lambda name, current: follow_corpus(name, current, runs_dir), [corpus, source], source,
-                      api_visibility="private")
+                      **private)
+    # one live evaluation at a time: it keeps both cores busy for minutes on a large corpus
     run.click(show, [source, configs, hybrid, limit],
-              [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state])
-    configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot])
-    hybrid.input(redraw_wins, [state, hybrid], wins)
-    sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot)
+              [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state],
+              concurrency_id="evaluation", concurrency_limit=1, **private)
+    configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot], **private)
+    hybrid.input(redraw_wins, [state, hybrid], wins, **private)
+    sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot, **private)
     build_compare_section(corpus)  # A vs B over a corpus's labeled turns, each turn linking to compare mode
