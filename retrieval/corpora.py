@@ -204,6 +204,9 @@ class Registry:
             for row in rows:
                 if row.get("fingerprint") == fp and Path(row["source"]).exists():
                     return self.load(self.get(row["name"])), False
+            if len(rows) >= self.limits.max_corpora:
+                raise LoadError([f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
+                                 f"{self.limits.max_corpora}); delete one in the Data tab first."])
             base = sanitise(name or Path(shown).stem)
             taken = {SHIPPED, *(r["name"] for r in rows), *(e.name for e in self.entries() if e.kind == "beir")}
             final, n = base, 2

@@ -38,9 +38,10 @@ class Limits:
     max_card_chars: int = 100_000  # MAX_CARD_CHARS: one card's text
     max_zip_entries: int = 10_000  # MAX_ZIP_ENTRIES
     max_unpacked_mb: float = 200.0  # MAX_UNPACKED_MB: a zip's declared total unpacked size
+    max_corpora: int = 50  # MAX_CORPORA: corpora uploaded or indexed here (each keeps a file and a Chroma collection)
 
     ENV = {"max_upload_mb": "MAX_UPLOAD_MB", "max_cards": "MAX_CARDS", "max_card_chars": "MAX_CARD_CHARS",
-           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB"}
+           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB", "max_corpora": "MAX_CORPORA"}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Limits:
@@ -64,7 +65,7 @@ class Limits:
         return (f"upload at most {self.max_upload_mb:g} MB (MAX_UPLOAD_MB), {self.max_cards:,} cards (MAX_CARDS), "
                 f"{self.max_card_chars:,} characters per card (MAX_CARD_CHARS); a zip at most "
                 f"{self.max_zip_entries:,} entries (MAX_ZIP_ENTRIES) and {self.max_unpacked_mb:g} MB unpacked "
-                "(MAX_UNPACKED_MB)")
+                f"(MAX_UNPACKED_MB); at most {self.max_corpora:,} corpora kept (MAX_CORPORA)")
 
 
 class LoadError(CorpusError):

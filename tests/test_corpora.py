@@ -271,6 +271,20 @@ def test_index_job_shared_by_two_requests_then_query_then_delete(registry_settin
         reg.delete("shipped")
 
 
+def test_the_number_of_corpora_kept_is_capped(registry_settings, tmp_path):
+    """MAX_CORPORA: uploads cannot fill the disk; the same content again is still reused, and a deletion frees a place."""
+    reg = Registry(registry_settings, Limits(max_corpora=1))
+    first = jsonl(tmp_path / "one.jsonl", [CARD])
+    data, _ = reg.add(first, copy=True)
+    with pytest.raises(LoadError, match=r"two.jsonl: this app already keeps 1 corpora, its limit \(MAX_CORPORA=1\); "
+                                        "delete one in the Data tab first"):
+        reg.add(jsonl(tmp_path / "two.jsonl", [{**CARD, "id": "c9"}]), copy=True)
+    assert reg.add(first, copy=True)[1] is False  # the same content: reused, not a new corpus
+    reg.delete(data.entry.name)
+    assert reg.add(tmp_path / "two.jsonl", copy=True)[1] is True
+    assert Limits.from_env({"MAX_CORPORA": "3"}).max_corpora == 3
+
+
 def test_unknown_corpus_lists_the_names(registry_settings):
     with pytest.raises(ValueError, match="no corpus named 'nope': choose one of shipped, tiny"):
         Registry(registry_settings).get("nope")
