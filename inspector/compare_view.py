@@ -221,7 +221,8 @@ def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None
         return compare_message(str(exc)), gr.CheckboxGroup(choices=[], value=[]), kept, link, export
     for side, controls in (("a", a), ("b", b)):
         try:
-            kept[side] = _side(text, controls, kept.get(side), corpus)
+            # as typed: the result notes what normalising changed
+            kept[side] = _side(query, controls, kept.get(side), corpus)
         except (QueryError, ValueError, TypeError) as exc:
             kept.pop(side, None)
             return compare_message(f"Configuration {side.upper()}: {exc}"), gr.skip(), kept, link, export
