@@ -34,3 +34,31 @@ def test_restart_reuses_the_collection(mini_settings, server):
     assert first.dense is not None and second.dense is not None
     assert not second.dense.built, "an unchanged corpus and model must not be re-embedded"
     assert second.dense.collection_name == first.dense.collection_name
+
+
+def test_an_uploaded_corpus_lives_on_the_server_and_is_deleted_there(mini_settings, server, tmp_path):
+    """With CHROMA_HOST set, a user's corpus is indexed into a collection on the Chroma server (nothing in
+    CHROMA_PATH), answers turns from there, and deleting it in the registry drops that collection on the server."""
+    import json
+
+    from retrieval.corpora import Registry, retriever_for, start_index
+    from retrieval.dense import chroma_client
+
+    s = mini_settings.replace(chroma_host="127.0.0.1", chroma_port=server.port, chroma_path=str(tmp_path / "local"),
+                              data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "none"))
+    cards = tmp_path / "team.jsonl"
+    cards.write_text("".join(json.dumps(c) + "\n" for c in [
+        {"id": "t-water", "title": "Water", "text": "Drink a full glass of water with every tablet."},
+        {"id": "t-alarm", "title": "Alarm", "text": "Set a phone alarm for the evening dose."}]), encoding="utf-8")
+    registry = Registry(s)
+    data, _ = registry.add(cards, copy=True)
+    snap = start_index(data, s).wait(600)
+    assert snap["status"] == "done", snap
+    client = chroma_client(host="127.0.0.1", port=server.port)
+    names = {c.name for c in client.list_collections()}
+    retriever = retriever_for(data, s)
+    assert retriever.dense.collection_name in names and retriever.dense.collection.count() == 2
+    assert not (tmp_path / "local").exists()  # nothing was written to the embedded store's folder
+    assert retriever.retrieve("glass of water", s).final[0].parent_id == "t-water"
+    assert registry.delete(data.entry.name).endswith("(1 Chroma collection removed)")
+    assert retriever.dense.collection_name not in {c.name for c in client.list_collections()}
