@@ -141,7 +141,15 @@ def upload(page, path: Path) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for attempt in range(3):  # the box re-renders when the previous upload is cleared: a file set meanwhile is lost
-        page.locator("#corpus-upload input[type=file]").set_input_files(str(path))
+        box = page.locator("#corpus-upload input[type=file]")
+        try:
+            box.wait_for(state="attached", timeout=30_000)
+        except PlaywrightTimeout:  # the box still shows the previous file (its clearing never arrived): clear it as
+            shown = page.locator("#corpus-upload").inner_text()  # a user would, with its x button
+            clear = page.locator("#corpus-upload button[aria-label='Clear']")
+            assert clear.count(), f"the upload box has no file input and no clear button; it shows: {shown[:500]!r}"
+            clear.first.click()
+        box.set_input_files(str(path))
         try:
             page.locator("#corpus-upload").get_by_text(path.name).first.wait_for(timeout=20_000)  # Gradio has it
             break
