@@ -115,11 +115,9 @@ def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> st
         return "<div class='eval-tab'><p>B changes no turn's nDCG@10.</p></div>"
     defaults = handlers.default_controls()
     a, b = report["controls"]["a"], report["controls"]["b"]
-    corpus = report.get("corpus")
-    corpus = None if corpus in (None, "", SHIPPED) else corpus  # the shipped set: no corpus in the link
     out = []
     for t in rows:
-        page = state.PageState(query=t["text"], a=a, b=b, compare=True, corpus=corpus)
+        page = state.PageState(query=t["text"], a=a, b=b, compare=True, corpus=report.get("corpus"))
         href = "./" + state.encode(page, defaults)
         kind = "fixed" if t["delta"] > 0 else "broke"
         out.append(f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{t['delta']}'>"

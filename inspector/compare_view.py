@@ -10,7 +10,6 @@ kept from the session's state. Everything reaching HTML is escaped (``render.esc
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +18,7 @@ import gradio as gr
 
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
-from retrieval.corpora import SHIPPED, Registry, labels_by_turn, open_within, turn_key
+from retrieval.corpora import Registry, labels_by_turn, open_within, turn_key
 from retrieval.corpus import CorpusError
 from retrieval.formats import LoadError
 from retrieval.evaluation.compare import stage_metrics
@@ -56,14 +55,9 @@ CSS = """
 
 
 # ---------------------------------------------------------------------------------------------- relevance
-_LABELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # (corpus, fingerprint) -> turn -> qrels
-_LABELS_LOCK = threading.Lock()
-
-
 def _corpus_data(corpus: str | None):
     """The session's corpus loaded from the registry (a name; None = the shipped cards)."""
-    registry = Registry(handlers.base_settings())
-    return registry.load(registry.get(corpus or SHIPPED))
+    return Registry(handlers.base_settings()).open(corpus)
 
 
 def labeled_qrels(query: str, corpus: str | None = None) -> dict[str, int]:
@@ -74,12 +68,7 @@ def labeled_qrels(query: str, corpus: str | None = None) -> dict[str, int]:
     except (LoadError, CorpusError, ValueError, OSError) as exc:
         log.warning("no labeled turns for corpus %r: %s", corpus, exc)
         return {}
-    key = (data.entry.name, data.entry.fingerprint)
-    with _LABELS_LOCK:
-        labels = _LABELS.get(key)
-        if labels is None:
-            labels = _LABELS[key] = labels_by_turn(data)
-    return labels.get(turn_key(query), {})
+    return labels_by_turn(data).get(turn_key(query), {})
 
 
 def session_qrels(query: str, corpus: str | None, ticked: Mapping[str, Sequence[str]] | None) -> dict[str, int]:
@@ -178,7 +167,7 @@ def share_link(base: str, query: str, compare_on: bool, doc: str | None, a: Mapp
     """The link that reopens this case: ``base`` (the page's address) + the encoded state (the session's corpus
     included unless it is the shipped cards)."""
     page = state.PageState(query=query or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=doc or None,
-                           corpus=corpus if corpus and corpus != SHIPPED else None)
+                           corpus=corpus or None)
     return (base or "") + state.encode(page, handlers.default_controls())
 
 

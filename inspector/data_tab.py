@@ -67,8 +67,7 @@ def active_html(name: str | None) -> str:
 # ------------------------------------------------------------------------------------------------ handlers
 def _begin(name: str, current: str | None) -> tuple:
     """Load (validate) a corpus and start or join its indexing job; switch at once if it is ready."""
-    registry = _registry()
-    data = registry.load(registry.get(name))
+    data = _registry().open(name)
     if data.key is None or is_ready(data, _settings()):
         return (_message(f"Active corpus: {data.entry.label()}.", "info"), progress_html(None), name, None,
                 gr.Timer(active=False))
@@ -125,8 +124,7 @@ def poll(pending: str | None, current: str | None) -> tuple:
     if not pending:
         return gr.skip(), gr.skip(), current, None, gr.Timer(active=False)
     try:
-        registry = _registry()
-        data = registry.load(registry.get(pending))
+        data = _registry().open(pending)
     except Exception as exc:
         return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False)
     job = job_for(data, _settings())
@@ -145,8 +143,7 @@ def poll(pending: str | None, current: str | None) -> tuple:
 def cancel(pending: str | None) -> str:
     if not pending:
         return _message("No indexing job to cancel.", "info")
-    registry = _registry()
-    job = job_for(registry.load(registry.get(pending)), _settings())
+    job = job_for(_registry().open(pending), _settings())
     if job is not None and job.running:
         job.cancel.set()
         return _message(f"Cancelling {pending}: what is embedded so far is kept, and opening it again resumes.",
@@ -169,8 +166,7 @@ def delete(name: str | None, current: str | None) -> tuple:
 def turn_choices(corpus: str | None) -> Any:
     """The inspector's example turns: the labeled turns of the session's corpus (hidden when it has none)."""
     try:
-        registry = _registry()
-        data = registry.load(registry.get(corpus or SHIPPED))
+        data = _registry().open(corpus)
     except Exception:
         return gr.Dropdown(choices=[], value=None, visible=False)
     turns = [(f"{q.id}: {q.text[:90]}", q.text) for q in data.queries[:500]]

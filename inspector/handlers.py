@@ -149,7 +149,7 @@ def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> 
     """
     text = clean_query(query)
     settings = build_settings(controls)
-    retriever = open_for_turns(corpus, settings) if corpus else get_retriever(settings)
+    retriever = open_for_turns(corpus, settings)
     result = retriever.retrieve(query, settings)  # as typed: the result notes what normalising changed
     ctx = build_context(result, retriever.by_id, settings.context_token_budget)
     effective = {name: getattr(settings, name) for name in CONTROLS}  # None -> the base value actually used
@@ -310,7 +310,7 @@ def export_dir() -> Path:
 def share_query(turn: Turn) -> str:
     """The share link's query string for this turn (configuration A; in compare mode the page's Link box also
     carries B): prefix it with the page's address to reopen the case."""
-    page = state.PageState(query=turn.query, a=dict(turn.controls), corpus=getattr(turn, "corpus", "") or None)
+    page = state.PageState(query=turn.query, a=dict(turn.controls), corpus=turn.corpus or None)
     return state.encode(page, default_controls())
 
 

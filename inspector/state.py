@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from retrieval.compare import PRESETS, preset_values
+from retrieval.corpora import SHIPPED
 from retrieval.query import MAX_QUERY_CHARS
 from retrieval.settings import CONTROLS, Settings, knob_for
 
@@ -43,11 +44,12 @@ def _text(value: Any) -> str:
 
 
 def encode(state: PageState, defaults: Mapping[str, Any]) -> str:
-    """The query string (with its leading ``?``) for ``state``: only controls that differ from ``defaults``."""
+    """The query string (with its leading ``?``) for ``state``: only controls that differ from ``defaults``, and the
+    corpus unless it is the shipped cards (what a link without one opens)."""
     pairs: list[tuple[str, str]] = []
     if state.query:
         pairs.append((TURN, state.query))
-    if state.corpus:
+    if state.corpus and state.corpus != SHIPPED:
         pairs.append((CORPUS, state.corpus))
     pairs += [(name, _text(state.a[name])) for name in CONTROLS if name in state.a and state.a[name] != defaults[name]]
     if state.compare:

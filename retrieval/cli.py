@@ -77,8 +77,7 @@ def corpus_from_args(args: argparse.Namespace, settings: Settings):
         return None
     from retrieval.corpora import Registry
 
-    registry = Registry(settings)
-    return registry.load(registry.get(args.corpus, paths=True))
+    return Registry(settings).open(args.corpus, paths=True)
 
 
 def run_index(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,10 @@ class Registry:
                          "(index it first with `python -m retrieval index PATH`).")
 
     # --------------------------------------------------------------------------------------------- loading
+    def open(self, name_or_path: str | None, *, paths: bool = False) -> CorpusData:
+        """``load(get(name_or_path, paths=paths))``: the corpus by name (None = the shipped cards), loaded."""
+        return self.load(self.get(name_or_path, paths=paths))
+
     def load(self, entry: CorpusEntry) -> CorpusData:
         """The entry's cards, sub-chunks and labeled turns (validated; cached while the source is unchanged).
 
@@ -163,16 +168,7 @@ class Registry:
             cached = _LOADED.get(cache_key)
         if cached is not None and cached.entry.name == entry.name:
             return cached
-        if entry.kind == SHIPPED:
-            try:
-                ds = load_shipped(source)
-                cards, queries, fmt = ds.cards, ds.queries, "cards-jsonl"
-            except Exception:  # a CORPUS_PATH without labeled turns beside it still opens
-                loaded = load_any(source, self.limits)
-                cards, queries, fmt = loaded.cards, loaded.queries, loaded.format
-        else:
-            loaded = load_any(source, self.limits)
-            cards, queries, fmt = loaded.cards, loaded.queries, loaded.format
+        cards, queries, fmt = _read(entry.kind, source, self.limits)
         chunks = tuple(split_cards(cards, DEFAULT_CHUNK_WORDS))
         entry = dataclasses.replace(entry, format=fmt, fingerprint=fingerprint(chunks), cards=len(cards),
                                     chunks=len(chunks), turns=len(queries))
@@ -229,6 +225,19 @@ class Registry:
         """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections (see
         ``delete_corpus``)."""
         return delete_corpus(self, name)
+
+
+def _read(kind: str, source: Path, limits: Limits) -> tuple[Sequence[Card], Sequence[LabeledQuery], str]:
+    """A source's cards, labeled turns and format: the shipped cards with their queries when they load (a
+    CORPUS_PATH without labeled turns beside it still opens), anything else through ``load_any``."""
+    if kind == SHIPPED:
+        try:
+            ds = load_shipped(source)
+            return ds.cards, ds.queries, "cards-jsonl"
+        except Exception:
+            pass
+    loaded = load_any(source, limits)
+    return loaded.cards, loaded.queries, loaded.format
 
 
 def _by_path(wanted: str, entries: list[CorpusEntry]) -> CorpusEntry | None:
@@ -318,8 +327,7 @@ def open_for_turns(name: str | None, settings: Settings):
 
     if not name or name == SHIPPED:
         return get_retriever(settings)
-    registry = Registry(settings)
-    data = registry.load(registry.get(name))
+    data = Registry(settings).open(name)
     if not is_ready(data, settings):
         raise ValueError(f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
                          "in the Data tab and wait for its progress bar to reach 100%.")

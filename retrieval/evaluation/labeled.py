@@ -59,8 +59,7 @@ def labeled_dataset(name: str | None, settings: Settings, *, paths: bool = False
             raise ValueError(f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
                              f"{queries.name} beside them, or pick a corpus with labeled turns.")
         return None, limit_turns(load_shipped(settings.corpus_path, queries), limit)
-    registry = Registry(settings)
-    data = registry.load(registry.get(name, paths=paths))
+    data = Registry(settings).open(name, paths=paths)
     dataset = data.dataset()
     if not dataset.queries:
         raise ValueError(f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
