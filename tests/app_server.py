@@ -6,12 +6,14 @@ overrides the corpus, the Chroma location, the port and any extra variable it ne
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +73,21 @@ class AppServer:
                 self.stop()
                 raise RuntimeError(f"app.py did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
             time.sleep(0.5)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[AppServer]:
+        """Started for the ``with`` block and stopped after it, for a module fixture
+        (``with AppServer(...).running() as app: yield app``); a start that fails fails the test with the app's log."""
+        import pytest
+
+        try:
+            self.start()
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def stop(self) -> None:
         """Terminate the app (kill it if it does not exit within 15 s)."""

@@ -70,3 +70,21 @@ def shipped(shipped_settings):
     from retrieval.pipeline import HybridRetriever
 
     return HybridRetriever(shipped_settings, progress=lambda done, total: None)
+
+
+@pytest.fixture()
+def ui(mini_settings):
+    """``inspector.handlers`` on the mini corpus (the base Settings a launched app reads from the environment)."""
+    from inspector import handlers
+
+    handlers.use_base_settings(mini_settings)
+    yield handlers
+    handlers.use_base_settings(None)
+
+
+def control_values(**changes) -> list:
+    """Every control's value in ``CONTROLS`` order, as the page sends them: the base defaults with ``changes``."""
+    from inspector import handlers
+
+    values = {**handlers.default_controls(), **changes}
+    return [values[name] for name in handlers.CONTROLS]

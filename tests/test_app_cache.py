@@ -25,13 +25,9 @@ TURN = "GlucoSense GS-40 error E-07"
 def app(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("app-cache")
     server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio"), "MAX_UPLOAD_MB": "1"})
-    try:
-        server.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
     server.cache = workdir / "gradio"
-    yield server
-    server.stop()
+    with server.running():
+        yield server
 
 
 def _cached_files(app) -> list:

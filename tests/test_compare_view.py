@@ -11,23 +11,13 @@ import pytest
 
 from inspector import compare_view, handlers, state
 from retrieval.compare import diff_lists
-from retrieval.settings import CONTROLS
+from tests.conftest import control_values
 
 INJECTION = "<img src=x onerror=alert(1)>"
 TURN = "GlucoSense GS-40 error E-07"
 
 
-@pytest.fixture()
-def ui(mini_settings):
-    handlers.use_base_settings(mini_settings)
-    yield handlers
-    handlers.use_base_settings(None)
-
-
-def values(**changes) -> list:
-    v = handlers.default_controls()
-    v.update(changes)
-    return [v[name] for name in CONTROLS]
+values = control_values
 
 
 def test_each_side_reruns_only_when_its_own_inputs_change(ui, monkeypatch):

@@ -47,13 +47,8 @@ def sync_playwright():
 @pytest.fixture(scope="module")
 def server(sync_playwright, tmp_path_factory):
     """``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus)."""
-    app = AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI)
-    try:
-        app.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    yield app.url
-    app.stop()
+    with AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI).running() as app:
+        yield app.url
 
 
 @pytest.fixture(scope="module")

@@ -82,13 +82,9 @@ def server(tmp_path_factory):
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in BEIR_TURNS), encoding="utf-8")
     if SCIFACT.is_dir():  # the real BEIR SciFact (read in place, never copied into the repo)
         (work / "eval" / "scifact").symlink_to(SCIFACT, target_is_directory=True)
-    app = AppServer(work, MINI, extra_env={"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")})
-    try:
-        app.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    yield app
-    app.stop()
+    env = {"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")}
+    with AppServer(work, MINI, extra_env=env).running() as app:
+        yield app
 
 
 @pytest.fixture(scope="module")

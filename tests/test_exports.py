@@ -9,24 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from inspector import handlers
 from tests.app_server import ROOT
+from tests.conftest import control_values
 
 SECRET_TURN = "GlucoSense GS-40 error E-07 for Jane Roe"
 
 
-@pytest.fixture()
-def ui(mini_settings):
-    handlers.use_base_settings(mini_settings)
-    yield handlers
-    handlers.use_base_settings(None)
-
-
-def _controls() -> list:
-    values = handlers.default_controls()
-    return [values[name] for name in handlers.CONTROLS]
+_controls = control_values
 
 
 def test_an_export_is_a_0600_file_in_a_0700_folder_with_no_turn_in_its_name(ui):

@@ -20,6 +20,7 @@ from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.context import REFUSAL
 from retrieval.pipeline import get_retriever
 from retrieval.settings import DEFAULT_MIN_SIMILARITY
+from tests.conftest import control_values
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "corpus" / "queries.jsonl"
@@ -28,18 +29,7 @@ TURN = "GlucoSense GS-40 error E-07"
 HTML_FIELDS = ("message", "status", "bm25", "dense", "rrf", "reranked", "explain", "context")
 
 
-@pytest.fixture()
-def ui(mini_settings):
-    """Handlers running on the mini corpus (the base Settings a launched app would read from the environment)."""
-    handlers.use_base_settings(mini_settings)
-    yield handlers
-    handlers.use_base_settings(None)
-
-
-def controls(**changes) -> list:
-    values = handlers.default_controls()
-    values.update(changes)
-    return [values[name] for name in handlers.CONTROLS]
+controls = control_values
 
 
 def row_ids(html: str) -> list[str]:

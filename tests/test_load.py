@@ -229,13 +229,8 @@ def app(outside, tmp_path_factory):
     work = tmp_path_factory.mktemp("load")
     tmp = work / "tmp"  # the app's own temp dir (its exports live in a private folder made at its first turn)
     tmp.mkdir(parents=True)
-    server = AppServer(work, SHIPPED, extra_env={**BUDGETS, "TMPDIR": str(tmp)})
-    try:
-        server.start()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
-    yield server
-    server.stop()
+    with AppServer(work, SHIPPED, extra_env={**BUDGETS, "TMPDIR": str(tmp)}).running() as server:
+        yield server
 
 
 def _client(url: str, downloads: Path):
