@@ -216,7 +216,7 @@ def build_classroom_tab() -> None:
                 weight = gr.Slider(0, 3, value=defaults[3 * i + 2], step=0.1, label="weight",
                                    elem_id=f"rrf-weight-{i}")
                 inputs += [name, ranking, weight]
-    k = gr.Slider(1, 200, value=CLASS_K, step=1, label="k (RRF constant)", elem_id="rrf-k")
+    k = gr.Slider(1, 200, value=CLASS_K, step=1, label="k (RRF constant)", elem_id="class-rrf-k")
     table = gr.HTML(first_table, elem_id="rrf-terms")
     lessons = gr.HTML(first_lessons, elem_id="rrf-lessons")
     with gr.Row():

@@ -166,7 +166,7 @@ def test_tab_builds_inside_blocks():
         with gr.Tab("RRF classroom"):
             build_classroom_tab()
     ids = {getattr(b, "elem_id", None) for b in app.blocks.values()}
-    assert {"rrf-k", "rrf-terms", "rrf-curve", "raw-fusions", "rrf-list-0", "rrf-weight-2"} <= ids
+    assert {"class-rrf-k", "rrf-terms", "rrf-curve", "raw-fusions", "rrf-list-0", "rrf-weight-2"} <= ids
     table = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "rrf-terms")
     assert f"{1 / 61 + 1 / 62:.6f}" in table.value  # filled on load
 
@@ -203,7 +203,7 @@ def test_classroom_in_a_real_browser(classroom_app):
         terms = page.locator("#rrf-terms")
         expect(terms).to_contain_text("1/(60+1) + 1/(60+2)", timeout=30_000)
         expect(terms).to_contain_text(f"{1 / 61 + 1 / 62:.6f}")
-        k_box = page.locator("#rrf-k input[type=number]")
+        k_box = page.locator("#class-rrf-k input[type=number]")
         k_box.fill("1")
         k_box.press("Enter")
         expect(terms).to_contain_text("1/(1+1) + 1/(1+2)", timeout=30_000)
