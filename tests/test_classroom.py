@@ -157,6 +157,20 @@ def test_k_curve_figure_failsafe():
     assert broken.layout.annotations and "could not be drawn" in broken.layout.annotations[0].text
 
 
+def test_k_curve_log_axis_labels_read_as_plain_numbers():
+    """Plotly's own log ticks over less than three decades read "5, 2, 0.1, 5, 2, 0.01": the axis says where
+    its ticks are and what they read, covering every value drawn."""
+    from inspector.classroom import k_curve_figure
+
+    fig = k_curve_figure(60)
+    axis = fig.layout.yaxis
+    assert axis.type == "log" and axis.tickmode == "array"
+    assert list(axis.ticktext) == ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5"]
+    assert [float(t) for t in axis.ticktext] == list(axis.tickvals)
+    drawn = [y for trace in fig.data for y in trace.y]
+    assert min(axis.tickvals) <= min(drawn) * 2 and max(drawn) <= max(axis.tickvals) * 2
+
+
 def test_tab_builds_inside_blocks():
     import gradio as gr
 
