@@ -86,22 +86,32 @@ def _decode(path: Path, lineno: int, raw: bytes) -> str:
                           "Save the file as UTF-8.") from None
 
 
+def json_line(line: str | bytes) -> Any:
+    """``json.loads`` of one line, whose failures are a ``ValueError`` saying what to fix (the caller adds the file
+    and the line): a syntax error with its column, brackets nested too deeply for the parser (``RecursionError``
+    otherwise), a number with too many digits."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno}).") from None
+    except RecursionError:
+        raise ValueError("invalid JSON (brackets nested too deeply for the parser). A card is one flat JSON "
+                         "object.") from None
+    except ValueError as exc:  # e.g. Python's cap on the digits of an integer
+        reason = (f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
+                  if "digits" in str(exc) else str(exc))
+        raise ValueError(f"invalid JSON ({reason}).") from None
+
+
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for lineno, raw in _raw_lines(path):
         line = _decode(path, lineno, raw)
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from None
-        except RecursionError:
-            raise CorpusError(f"{path}:{lineno}: invalid JSON (brackets nested too deeply for the parser). "
-                              "A card is one flat JSON object.") from None
-        except ValueError as exc:  # e.g. Python's cap on the digits of an integer
-            reason = (f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
-                      if "digits" in str(exc) else str(exc))
-            raise CorpusError(f"{path}:{lineno}: invalid JSON ({reason}).") from None
+            obj = json_line(line)
+        except ValueError as exc:
+            raise CorpusError(f"{path}:{lineno}: {exc}") from None
         if not isinstance(obj, dict):
             raise CorpusError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
         yield lineno, obj

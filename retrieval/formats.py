@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import posixpath
 import re
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, load_queries
+from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, json_line, load_queries
 from retrieval.types import Card
 
 MAX_PROBLEMS_SHOWN = 20
@@ -170,9 +169,9 @@ def _first_record_has(path: Path, key: str) -> bool:
                 if not raw:
                     return False
                 if raw.strip():
-                    obj = json.loads(raw)
+                    obj = json_line(raw)
                     return isinstance(obj, dict) and key in obj
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # the full parse names the file and the line
         return False
     return False
 
@@ -216,12 +215,9 @@ def _json_objects(data: bytes, name: str, out: _Collector):
             out.add(f"{name}:{lineno}: line is longer than {MAX_LINE_BYTES:,} characters.")
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            out.add(f"{name}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).")
-            continue
-        except (RecursionError, ValueError) as exc:
-            out.add(f"{name}:{lineno}: invalid JSON ({type(exc).__name__}).")
+            obj = json_line(line)
+        except ValueError as exc:
+            out.add(f"{name}:{lineno}: {exc}")
             continue
         if not isinstance(obj, dict):
             out.add(f"{name}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
