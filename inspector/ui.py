@@ -16,7 +16,7 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, data_tab, handlers, render
+from inspector import compare_view, data_tab, handlers, render, uploads
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
@@ -43,12 +43,16 @@ UPLOAD_ROUTES = ("/process_recording",)
 
 
 class RefuseUploads:
-    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache."""
+    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache; the one
+    upload route a control uses keeps what clients leave there bounded (``uploads.bounded_upload``)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/").endswith(uploads.UPLOAD_ROUTE):
+            await uploads.bounded_upload(self.app, scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"].rstrip("/").endswith(UPLOAD_ROUTES):
             from starlette.responses import PlainTextResponse
 

@@ -38,9 +38,15 @@ class Limits:
     max_zip_entries: int = 10_000  # MAX_ZIP_ENTRIES
     max_unpacked_mb: float = 200.0  # MAX_UNPACKED_MB: a zip's declared total unpacked size
     max_corpora: int = 50  # MAX_CORPORA: corpora uploaded or indexed here (each keeps a file and a Chroma collection)
+    # What the web server's upload route may keep before a corpus adopts (copies) an upload (inspector.uploads):
+    upload_client_mb: float = 100.0  # UPLOAD_CLIENT_MB: one client (address) at a time
+    upload_total_mb: float = 500.0  # UPLOAD_TOTAL_MB: all clients together
+    upload_unused_s: float = 600.0  # UPLOAD_UNUSED_S: an upload no corpus adopted is deleted after this long
 
     ENV = {"max_upload_mb": "MAX_UPLOAD_MB", "max_cards": "MAX_CARDS", "max_card_chars": "MAX_CARD_CHARS",
-           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB", "max_corpora": "MAX_CORPORA"}
+           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB", "max_corpora": "MAX_CORPORA",
+           "upload_client_mb": "UPLOAD_CLIENT_MB", "upload_total_mb": "UPLOAD_TOTAL_MB",
+           "upload_unused_s": "UPLOAD_UNUSED_S"}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Limits:
