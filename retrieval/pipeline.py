@@ -29,7 +29,7 @@ from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
 from retrieval.refusal import Candidate, RefusalDecision, RefusalThresholds, Vocabulary, decide, gather
-from retrieval.rerank import rerank
+from retrieval.rerank import PRESCORER, load_reranker, rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FusedHit, Hit, RerankedHit, RetrievalResult
 from retrieval.weighting import weigh_turn
@@ -97,13 +97,20 @@ class HybridRetriever:
             return self._vocabulary
 
     # ---------------------------------------------------------------------------------------------- public
-    def retrieve(self, query: str, settings: Settings | None = None) -> RetrievalResult:
-        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened."""
+    def retrieve(self, query: str, settings: Settings | None = None, *, prescore: bool = True) -> RetrievalResult:
+        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened.
+
+        Once it is answered, ``prescore`` scores in the background the pairs a likely control change would bring
+        into the reranker's head (``likely_entrants``, ``retrieval.rerank.Prescorer``: it only fills the cache)."""
         s = settings or self.settings
-        with tracer.start_as_current_span("retrieval.retrieve") as span:
+        with tracer.start_as_current_span("retrieval.retrieve") as span, PRESCORER.foreground():
             result = self._retrieve(query, s)
             _record(span, s, result)
-            return result
+        scorer = load_reranker(s.reranker_model) if prescore and result.reranked else None
+        if scorer is not None:
+            entrants = likely_entrants(result, s, self.parent_of)
+            PRESCORER.request(scorer, result.query, [self.by_id[cid].indexed_text for cid in entrants])
+        return result
 
     def _retrieve(self, raw_query: Any, s: Settings) -> RetrievalResult:
         t0 = time.perf_counter()
@@ -131,8 +138,7 @@ class HybridRetriever:
         rerank_why = "the dense-only path does not rerank" if path == "dense_only" else ""
         candidates: list[Hit | FusedHit | RerankedHit] = list(fused)
         if path in {"full", "bm25_only"} and fused:
-            ranked, why, timings["rerank"] = rerank(query, fused, s, lambda cid: self.by_id[cid].indexed_text,
-                                                    self._cache)
+            ranked, why, timings["rerank"] = rerank(query, fused, s, lambda cid: self.by_id[cid].indexed_text)
             if ranked is None:
                 reasons.append(why)
                 rerank_why = why
@@ -192,6 +198,30 @@ class HybridRetriever:
         index = self.bm25_index(tokenizer)
         stage = cached(self._cache, ("bm25", tokenizer, query, depth), lambda: index.search(query, depth))
         return stage.value, {"bm25": stage.ms}
+
+
+PRESCORE_MAX = 24  # pairs scored ahead per turn, at most
+
+
+def likely_entrants(result: RetrievalResult, s: Settings, parent_of: dict[str, str]) -> list[str]:
+    """Sub-chunks a likely control change would bring into the reranker's head, likeliest first, at most
+    ``PRESCORE_MAX``: the heads fused at RRF k halved, doubled and 60, with either branch's weight doubled or
+    halved, then the next candidates past the head (``RERANKER_MAX_INPUT`` raised)."""
+    branches = [b for b in (result.bm25, result.dense) if b.usable]
+    n = len(result.reranked)
+    head = {h.chunk_id for h in result.reranked}
+    w = dict(result.weights)
+    variants: list[tuple[int, dict[str, float]]] = [(k, w) for k in (max(1, s.rrf_k // 2), s.rrf_k * 2, 60)]
+    for name in w:
+        variants += [(s.rrf_k, {**w, name: w[name] * 2}), (s.rrf_k, {**w, name: w[name] / 2})]
+    seen: dict[str, None] = {}
+    for k, weights in variants:
+        for hit in fuse_branches(branches, weights, parent_of, fusion=s.fusion, k=k)[:n]:
+            if hit.chunk_id not in head:
+                seen.setdefault(hit.chunk_id)
+    for hit in result.fused[n:n + 5]:
+        seen.setdefault(hit.chunk_id)
+    return list(seen)[:PRESCORE_MAX]
 
 
 def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
