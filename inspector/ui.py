@@ -16,7 +16,7 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, data_tab, handlers, render, uploads
+from inspector import compare_view, data_tab, handlers, jobs, render, uploads
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
@@ -92,6 +92,7 @@ def build_app() -> gr.Blocks:
                 build_evaluation_tab(corpus=corpus)
         restore_links(app)  # opening a share link restores its state and runs the turn
         app.unload(handlers.end_session)  # the page closed: its exports go with it
+        app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
     return app
 
 

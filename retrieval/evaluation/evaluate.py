@@ -145,8 +145,14 @@ def run_turn(retriever: HybridRetriever, query: LabeledQuery, settings: Settings
 def run_turns(dataset: Dataset, retriever: HybridRetriever, settings: Settings, *, configs: Sequence[str] = CONFIGS,
               depth: int = DEFAULT_DEPTH, refusals: bool = True, progress: Progress | None = None,
               label: str = "eval") -> list[TurnRun]:
-    """Every labeled turn of ``dataset`` through ``run_turn``."""
+    """Every labeled turn of ``dataset`` through ``run_turn``.
+
+    Raises:
+        ValueError: ``settings`` name another embedding model than the retriever's index (its dense scores would be
+            that index's model's, not the settings': a false result).
+    """
     _check_configs(configs)
+    check_index(retriever, settings, label)
     if not dataset.queries:
         raise ValueError(f"dataset {dataset.name!r} has no labeled turns to evaluate.")
     deep = eval_settings(settings, depth)
@@ -159,6 +165,17 @@ def run_turns(dataset: Dataset, retriever: HybridRetriever, settings: Settings, 
         if progress:
             progress(i, total, label)
     return runs
+
+
+def check_index(retriever: HybridRetriever, settings: Settings, label: str = "eval") -> None:
+    """Refuse to score ``settings`` on a retriever indexed with another embedding model: ``retrieve`` keeps the
+    retriever's own model whatever the settings say, so both sides of an A vs B would be one model (a false tie)."""
+    from retrieval.encoders import canonical_embedder
+
+    built = getattr(getattr(retriever, "settings", None), "embedding_model", None)
+    if built and canonical_embedder(built) != canonical_embedder(settings.embedding_model):
+        raise ValueError(f"{label}: the settings ask for embedding model {settings.embedding_model} but this index "
+                         f"was built with {built}; score them on an index of {settings.embedding_model}.")
 
 
 # ------------------------------------------------------------------------------------------------- scoring
