@@ -63,10 +63,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_query)
     p = sub.add_parser("index", help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
                                      ".txt/.md); without PATH, list the corpora",
-                       description="Validate a corpus, register it under DATA_DIR and embed it into its own Chroma "
+                       description="Validate a corpus, keep its cards in the Chroma store (CHROMA_PATH or CHROMA_HOST, "
+                                   "where every app process on that store lists it) and embed it into its own Chroma "
                                    "collection (resumes a cancelled or interrupted build).")
     p.add_argument("path", nargs="?", help="the file or folder to index (omit to list the corpora)")
     p.add_argument("--name", help="the corpus name (default: the file name)")
+    p.add_argument("--delete", metavar="NAME", help="delete this corpus and its dense collections (any corpus of "
+                   "the store: uploaded from a page, indexed or attached; an attached collection itself is kept)")
     add_common(p)
     p.set_defaults(func=run_index)
 
@@ -85,12 +88,15 @@ def run_index(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     registry = Registry(settings)
+    if args.delete:
+        print(registry.delete(args.delete))
+        return 0
     if not args.path:
         for entry in registry.entries():
-            print(entry.label() + f"  <- {entry.source}")
+            print(entry.label() + f"  <- {entry.source or entry.collection}")
         return 0
     source = os.path.abspath(args.path)
-    data, new = registry.add(source, args.name, copy=os.path.isfile(source))
+    data, new = registry.add(source, args.name)
     print(f"{'registered' if new else 'already registered'}: {data.entry.label()}", file=sys.stderr)
     job = start_index(data, settings)
     while job.running:
