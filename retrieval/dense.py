@@ -249,8 +249,12 @@ class _ResumableBuild:
         def flush() -> None:
             if pending:
                 batch = [self._chunks[i] for i in pending]
-                collection.add(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
-                               metadatas=[{"parent_id": c.parent_id} for c in batch])
+                # upsert: another process indexing the same corpus writes the same ids and vectors (the
+                # embedders are deterministic), so both end with one complete collection
+                collection.upsert(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
+                                  documents=[c.text for c in batch],
+                                  metadatas=[{"parent_id": c.parent_id, "title": c.title, "lang": c.lang}
+                                             for c in batch])
                 pending.clear()
 
         progress(done, total)  # where this build starts (a resumed one starts at what the store held)
@@ -296,6 +300,17 @@ class _ResumableBuild:
             for cid, emb in zip(got["ids"], got["embeddings"]):
                 rows[cid] = np.asarray(emb, dtype=np.float32)
         return rows
+
+    @staticmethod
+    def _foreign_ids(collection, ids: set[str]) -> int:
+        """How many ids stored in the collection are not in ``ids`` (read page by page, ids only)."""
+        foreign, lo = 0, 0
+        while True:
+            got = collection.get(limit=1000, offset=lo, include=[])
+            foreign += sum(1 for cid in got["ids"] if cid not in ids)
+            if len(got["ids"]) < 1000:
+                return foreign
+            lo += 1000
 
     def _verify_sample(self, have: dict[str, np.ndarray]) -> str:
         """Why the vectors of a partial collection cannot be kept ("" if they can): not unit length, or a sample
@@ -355,9 +370,10 @@ class DenseStore(_ResumableBuild):
             # Same fingerprint, fewer vectors: a build that was cancelled or died part-way. Keep what it stored
             # (if every stored id belongs to this corpus and a sample re-embeds to its stored vector) and embed
             # only the missing sub-chunks; anything else rebuilds from scratch.
-            have = self._read_present(collection, ids)
-            problem = (f"{count - len(have)} stored ids are not sub-chunks of this corpus" if len(have) != count
-                       else self._verify_sample(have))
+            foreign = self._foreign_ids(collection, set(ids))  # (not count - len(have): another process may
+            have = self._read_present(collection, ids)  # be adding to the same collection right now)
+            problem = (f"{foreign} stored ids are not sub-chunks of this corpus" if foreign
+                       else self._verify_sample(have) if have else "")
             if problem:
                 log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
                             "rebuilding it", self.collection_name, count, len(ids), problem)
