@@ -304,8 +304,13 @@ def link_corpus(name: str | None) -> tuple[Any, str | None]:
     if not name:
         return gr.skip(), None
     shown = repr(name[:80])
+    registry = Registry(handlers.base_settings())
     try:
-        data = _corpus_data(name)
+        entry = registry.get(name)
+    except ValueError:  # its message lists every corpus on the server: a link's reader is told only of its own
+        return gr.skip(), f"no corpus named {shown} here. The shipped cards are shown instead."
+    try:
+        data = registry.load(entry)
         snap = open_within(data, handlers.base_settings(), LINK_WAIT_S)
     except (LoadError, CorpusError, ValueError, OSError) as exc:
         return gr.skip(), f"corpus={shown}: {exc} The shipped cards are shown instead."

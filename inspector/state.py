@@ -97,7 +97,7 @@ def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapp
             if raw in PRESETS:
                 preset, state.compare = raw, True
             else:
-                problems.append(f"b={raw!r} is not a preset (use one of {', '.join(PRESETS)}); ignored.")
+                problems.append(f"b={raw[:80]!r} is not a preset: ignored, B starts from the defaults.")
         elif key.startswith(B_PREFIX):
             b_changes.append((key[len(B_PREFIX):], raw))
             state.compare = True
@@ -120,14 +120,13 @@ def _apply(target: dict[str, Any], key: str, raw: str, defaults: Mapping[str, An
            allowed: Mapping[str, Sequence[Any]] | None, problems: list[str], prefix: str) -> None:
     spec = knob_for(key)
     if spec is None or spec.name not in CONTROLS:
-        problems.append(f"unknown link parameter {prefix + key!r} ignored: the page's controls are "
-                        f"{', '.join(CONTROLS)}.")
+        problems.append(f"unknown link parameter {(prefix + key)[:80]!r} ignored: no control has that name.")
         return
     try:
         value = spec.coerce(spec.parse(raw))
         if allowed and spec.name in allowed and value not in allowed[spec.name]:
-            raise ValueError(f"{spec.env}={raw!r} is not available here: use one of "
-                             f"{', '.join(map(str, allowed[spec.name]))}.")
+            raise ValueError(f"{spec.env}={raw[:80]!r} is not available here (the page's menu lists those that "
+                             "are).")
     except ValueError as exc:
         problems.append(f"link parameter {prefix + key}: {exc} The default "
                         f"{_text(defaults[spec.name])} is used.")

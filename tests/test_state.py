@@ -63,8 +63,10 @@ def test_invalid_and_unknown_parameters_are_reported_and_ignored():
     assert state.query == "hi" and state.a["rrf_k"] == DEFAULTS["rrf_k"] and state.b["top_k"] == DEFAULTS["top_k"]
     text = " ".join(problems)
     assert "RRF_K='abc' is not a whole number" in text and f"default {DEFAULTS['rrf_k']} is used" in text
-    assert "unknown link parameter 'colour'" in text and "TOP_K=0 is out of range" in text
+    assert "unknown link parameter 'colour' ignored" in text and "TOP_K=0 is out of range" in text
     assert "compare='maybe'" in text and len(problems) == 4
+    # each problem names what the link asked for and what is used instead, not every control the page has
+    assert "hybrid_enabled" not in text and "bm25_weight" not in text
 
 
 def test_env_names_presets_and_allowed_values():
@@ -74,6 +76,7 @@ def test_env_names_presets_and_allowed_values():
     state, problems = decode({"b": "nope", "embedding_model": "evil-model"}, DEFAULTS,
                              allowed={"embedding_model": ["bge-small-en-v1.5"]})
     assert not state.compare and state.a["embedding_model"] == DEFAULTS["embedding_model"]
-    assert len(problems) == 2 and "not a preset" in problems[0] and "not available here" in problems[1]
+    assert len(problems) == 2 and "b='nope' is not a preset" in problems[0] and "not available here" in problems[1]
+    assert "ADR recipe" not in problems[0] and "bge-small-en-v1.5 is used" in problems[1]
     state, _ = decode({"b.rrf_k": "7", "compare": "0"}, DEFAULTS)
     assert not state.compare
