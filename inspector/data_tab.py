@@ -18,6 +18,7 @@ import gradio as gr
 
 from inspector import handlers, render
 from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, start_index
+from retrieval.encoders import BUNDLED_EMBEDDERS
 from retrieval.formats import Limits, LoadError
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,42 @@ def delete(name: str | None, current: str | None, token: str | None = None) -> t
     return _message(done[:1].upper() + done[1:] + ".", "info"), now, gr.Dropdown(choices=picker_choices(), value=SHIPPED)
 
 
+def attachable_choices() -> list[str]:
+    """The store's collections made elsewhere, for the Attach picker (none if the store cannot be listed)."""
+    from retrieval.attach import attachable
+
+    try:
+        return attachable(_settings())
+    except Exception as exc:
+        log.warning("cannot list the store's collections: %s", exc)
+        return []
+
+
+def attach_collection(collection: str | None, model: str | None, text_field: str | None, current: str | None,
+                      token: str | None = None) -> tuple:
+    """Attach a collection made elsewhere (checked against the model; never written) and open it: (message,
+    progress, corpus, pending, timer, picker, the session's owner token)."""
+    from retrieval.corpora import attach
+
+    token = token or secrets.token_urlsafe(24)
+    keep = (progress_html(None), current, None, gr.Timer(active=False), gr.Dropdown(), token)
+    try:
+        if not collection:
+            raise ValueError("Pick a collection of the store to attach.")
+        settings = _settings().replace(embedding_model=model) if model else _settings()
+        data, new = attach(settings, collection, text_field=(text_field or "").strip(), owner=token)
+    except (LoadError, ValueError) as exc:
+        return (_message(str(exc)), *keep)
+    except Exception as exc:
+        log.exception("attaching %r failed", collection)
+        return (_message(f"Could not attach {collection!r} ({type(exc).__name__}: {exc})."), *keep)
+    out = _begin(data.entry.name, current)
+    note = "attached" if new else "attached before: reused"
+    return (_message(f"{collection}: {data.entry.chunks:,} sub-chunks, {note}; its vectors match "
+                     f"{data.entry.model}.", "info"), *out[1:],
+            gr.Dropdown(choices=picker_choices(), value=data.entry.name), token)
+
+
 def refusal_of(name: str | None) -> str:
     """The refusal text kept with the picked corpus (the neutral default if none was set)."""
     try:
@@ -241,6 +278,17 @@ def build_data_tab(corpus: gr.Textbox) -> None:
                              elem_id="corpus-refusal", max_lines=3, scale=4, value=refusal_of(SHIPPED),
                              max_length=2000)
         refusal_btn = gr.Button("Save refusal text", elem_id="corpus-refusal-save", scale=1)
+    with gr.Accordion("Attach a collection of the store made elsewhere (its vectors are checked, never rewritten)",
+                      open=False):
+        with gr.Row(equal_height=True):
+            collections = gr.Dropdown(choices=[], label="Collection", elem_id="attach-collection", scale=3,
+                                      interactive=True)
+            model = gr.Dropdown(choices=list(BUNDLED_EMBEDDERS), value=_settings().embedding_model,
+                                label="Its embedding model", elem_id="attach-model", scale=2, interactive=True,
+                                allow_custom_value=True)
+            text_field = gr.Textbox(label="Text field (default: documents)", elem_id="attach-text-field",
+                                    max_lines=1, scale=2)
+            attach_btn = gr.Button("Attach", elem_id="attach-go", scale=1)
     message = gr.HTML("", elem_id="data-message")
     with gr.Row(equal_height=True):
         progress = gr.HTML(progress_html(None), elem_id="index-progress")
@@ -255,9 +303,13 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     cancel_btn.click(cancel, pending, message, **private)
     delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
     picker.change(refusal_of, picker, refusal, **private)
+    attach_btn.click(attach_collection, [collections, model, text_field, corpus, owner],
+                     [*state_out, picker, owner], **private)
     refusal_btn.click(save_refusal, [picker, refusal, owner], [message, refusal], **private)
-    refresh.click(lambda: gr.Dropdown(choices=picker_choices()), None, picker, **private)
+    refresh.click(lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())), None,
+                  [picker, collections], **private)
     corpus.change(active_html, corpus, active, **private)
     root = gr.context.Context.root_block  # each page load lists the corpora indexed since the app started
     if root is not None:
-        root.load(lambda: gr.Dropdown(choices=picker_choices()), None, picker, **private)
+        root.load(lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())), None,
+                  [picker, collections], **private)

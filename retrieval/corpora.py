@@ -75,7 +75,8 @@ class CorpusEntry:
 
     def may_delete(self, token: str | None) -> bool:
         """True if the browser session holding ``token`` uploaded this corpus (the page may delete only those)."""
-        return self.kind in STORED and self.origin == "page" and bool(self.owner) and owner_hash(token) == self.owner
+        return (self.kind in STORED and self.origin in ("page", "attach") and bool(self.owner)
+                and owner_hash(token) == self.owner)
 
 
 def owner_hash(token: str | None) -> str:
@@ -153,7 +154,8 @@ class _Changes:
             where = "the shipped corpus" if entry.kind == SHIPPED else "a folder under the data root"
             raise ValueError(f"{entry.name!r} is {where}; only corpora uploaded or indexed here can {what}.")
         if page and not entry.may_delete(token):
-            how = "indexed from the command line" if entry.origin != "page" else "uploaded from another browser session"
+            how = ("added from the command line" if not entry.owner
+                   else "uploaded or attached from another browser session")
             raise ValueError(f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
                              f"page (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)"
                              if what == "be deleted" else
@@ -360,6 +362,44 @@ def beir_folders(data_root: Path | None, stored: list[CorpusEntry]) -> list[Corp
     return found
 
 
+def attach(settings: Settings, collection: str, *, name: str | None = None, text_field: str = "",
+           title_field: str = "", limits=None, owner: str | None = None):
+    """Check the collection against ``settings.embedding_model`` and keep a record of it in the store.
+
+    Returns the corpus (``CorpusData``) and whether it was new (False: this collection was attached before, with
+    the same model). ``owner``: the token of the browser session that attached it from the page (only it may
+    forget it there); the CLI gives none.
+
+    Raises:
+        ValueError: no such collection, rows without text, or vectors that are not the model's (``AttachMismatch``,
+            naming the mismatch).
+    """
+    from retrieval.attach import cards_of, read_collection
+    from retrieval.dense import AttachMismatch, attach_problem
+    from retrieval.encoders import canonical_embedder, load_embedder
+
+    if collection.startswith(corpus_store.PREFIX) or collection.startswith("chunks-"):
+        raise ValueError(f"{collection!r} is one of this app's own collections: open its corpus by name instead.")
+    chunks, vectors = read_collection(settings, collection, text_field, title_field, embeddings=True)
+    embedder = load_embedder(settings.embedding_model)
+    problem = attach_problem(embedder, chunks, vectors)
+    if problem:
+        raise AttachMismatch(f"collection {collection!r} cannot be searched with {embedder.name}: {problem}.")
+    model = canonical_embedder(settings.embedding_model)
+    fp = fingerprint(chunks, "attach", collection, model)
+    registry = Registry(settings, limits)
+    for row in corpus_store.records(settings):
+        if row.get("attached") == collection and row.get("model") == model:
+            return registry.open(str(row["name"])), False
+    meta = {"format": "chroma-collection", "fingerprint": fp, "cards": len(cards_of(chunks)),
+            "chunks": len(chunks), "turns": 0, "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "origin": "attach",
+            "owner": owner_hash(owner), "refusal": "", "source": "", "attached": collection, "model": model,
+            "text_field": text_field, "title_field": title_field}
+    taken = {SHIPPED, *(e.name for e in beir_folders(registry.data_root, []))}
+    final = corpus_store.create(settings, sanitise(name or collection), taken, meta, (), ())
+    return registry.open(final), True
+
+
 def _cached(key: tuple) -> CorpusData | None:
     with _REGISTRY_LOCK:
         return _LOADED.get(key)
@@ -464,13 +504,22 @@ def forget_retrievers(corpus_key: str) -> None:
             pipeline._RETRIEVERS.pop(key, None)
 
 
+def settings_for(data: CorpusData, settings: Settings) -> Settings:
+    """The settings a corpus is indexed and searched with: an attached collection's own embedding model."""
+    if data.entry.kind == "attached" and data.entry.model:
+        return settings.replace(embedding_model=data.entry.model)
+    return settings
+
+
 def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel=None):
     """The process-wide retriever over this corpus (built, and its store indexed, on first use)."""
     from retrieval.pipeline import get_retriever
 
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
-    return get_retriever(settings, progress=progress, chunks=data.chunks, corpus_key=data.key, cancel=cancel)
+    attach = data.entry.collection if data.entry.kind == "attached" else None
+    return get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks, corpus_key=data.key,
+                         cancel=cancel, attach=attach)
 
 
 def open_for_turns(name: str | None, settings: Settings):
@@ -531,7 +580,7 @@ def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
     from retrieval.pipeline import has_retriever
 
-    return has_retriever(settings, data.key)
+    return has_retriever(settings_for(data, settings), data.key)
 
 
 # ------------------------------------------------------------------------------------------------ jobs
@@ -606,7 +655,7 @@ def start_index(data: CorpusData, settings: Settings) -> IndexJob:
     A corpus whose retriever is already built gets a job that is done at once."""
     from retrieval.pipeline import retriever_key
 
-    key = retriever_key(settings, data.key)
+    key = retriever_key(settings_for(data, settings), data.key)
     with _JOBS_LOCK:
         job = _JOBS.get(key)
         if job is not None and (job.running or job.status == "done"):
@@ -621,7 +670,7 @@ def job_for(data: CorpusData, settings: Settings) -> IndexJob | None:
     from retrieval.pipeline import retriever_key
 
     with _JOBS_LOCK:
-        return _JOBS.get(retriever_key(settings, data.key))
+        return _JOBS.get(retriever_key(settings_for(data, settings), data.key))
 
 
 def job_for_entry(name: str) -> IndexJob | None:

@@ -61,7 +61,7 @@ def test_only_the_uploading_session_deletes_from_the_page(page, tmp_path):
     token_b, _ = _upload(tmp_path, "other", None, rows=[{**CARDS[0], "id": "x1"}])
     assert token_b != token_a  # each session gets its own secret
     shown, corpus, _ = data_tab.delete("class-notes", "class-notes", token_b)
-    assert "uploaded from another browser session" in shown and "only the session that uploaded" in shown
+    assert "uploaded or attached from another browser session" in shown and "only the session that uploaded" in shown
     assert corpus == "class-notes" and "class-notes" in [e.name for e in Registry(page).entries()]
     shown, _, _ = data_tab.delete("class-notes", None, None)  # a session that never uploaded
     assert "only the session that uploaded" in shown
@@ -81,7 +81,7 @@ def test_cli_indexed_never_from_the_page_but_the_cli_deletes_any(page, tmp_path)
     Registry(page).add(path, "team")  # what `python -m retrieval index` does
     token, _ = _upload(tmp_path, "mine", None, rows=[{**CARDS[1], "id": "m1"}])
     shown, _, _ = data_tab.delete("team", None, token)
-    assert "was indexed from the command line" in shown and "python -m retrieval index --delete team" in shown
+    assert "was added from the command line" in shown and "python -m retrieval index --delete team" in shown
     assert Registry(page).delete("team").startswith("deleted team")
     assert Registry(page).delete("mine").startswith("deleted mine")  # the CLI: any corpus of the store
     assert [e.name for e in Registry(page).entries()] == ["shipped", "tiny"]
