@@ -98,18 +98,14 @@ class HybridRetriever:
 
     # ---------------------------------------------------------------------------------------------- public
     def retrieve(self, query: str, settings: Settings | None = None, *, prescore: bool = True) -> RetrievalResult:
-        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened.
-
-        Once it is answered, ``prescore`` scores in the background the pairs a likely control change would bring
-        into the reranker's head (``likely_entrants``, ``retrieval.rerank.Prescorer``: it only fills the cache)."""
+        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened. Once it is
+        answered, ``prescore`` scores ahead, in the background, the pairs a moved control may need (``_prescore``)."""
         s = settings or self.settings
         with tracer.start_as_current_span("retrieval.retrieve") as span, PRESCORER.foreground():
             result = self._retrieve(query, s)
             _record(span, s, result)
-        scorer = load_reranker(s.reranker_model) if prescore and result.reranked else None
-        if scorer is not None:
-            entrants = likely_entrants(result, s, self.parent_of)
-            PRESCORER.request(scorer, result.query, [self.by_id[cid].indexed_text for cid in entrants])
+        if prescore and result.reranked:
+            _prescore(self, result, s)
         return result
 
     def _retrieve(self, raw_query: Any, s: Settings) -> RetrievalResult:
@@ -182,14 +178,18 @@ class HybridRetriever:
         """Run BM25 and dense concurrently on their stage pools; each result says whether it ran, and why not."""
         depth = s.candidate_depth
         started = time.perf_counter()
-        dense_future = POOLS["dense"].submit(s.dense_timeout_ms, self.dense_branch.search, query, depth, self._cache)
+        known = self.dense_branch.search_cached(query, depth, self._cache)  # cached: no thread hand-off
+        dense_future = (_done(known) if known is not None else
+                        POOLS["dense"].submit(s.dense_timeout_ms, self.dense_branch.search, query, depth, self._cache))
         if not s.hybrid_enabled:
             bm25 = BranchResult("bm25", status="disabled", reason="hybrid disabled (RETRIEVAL_HYBRID_ENABLED=false)")
         elif s.simulate_empty_bm25 or self.bm25.empty:
             why = "BM25 index is empty (simulated)" if s.simulate_empty_bm25 else "BM25 index is empty"
             bm25 = BranchResult("bm25", status="empty", reason=why)
         else:
-            future = POOLS["bm25"].submit(s.bm25_timeout_ms, self._search_bm25, query, depth, s.bm25_tokenizer)
+            hits = self._cache.get(("bm25", s.bm25_tokenizer, query, depth))
+            future = (_done((hits, {"bm25": 0.0})) if hits is not None else
+                      POOLS["bm25"].submit(s.bm25_timeout_ms, self._search_bm25, query, depth, s.bm25_tokenizer))
             bm25 = _collect("bm25", future, s.bm25_timeout_ms, started, timings)
         dense = _collect("dense", dense_future, s.dense_timeout_ms, started, timings)
         return bm25, dense
@@ -201,6 +201,15 @@ class HybridRetriever:
 
 
 PRESCORE_MAX = 24  # pairs scored ahead per turn, at most
+
+
+def _prescore(retriever: HybridRetriever, result: RetrievalResult, s: Settings) -> None:
+    """Ask the background pre-scorer (``retrieval.rerank.Prescorer``: it only fills the pair-score cache, and
+    pauses while any turn is being answered) for the pairs of ``likely_entrants``."""
+    scorer = load_reranker(s.reranker_model)
+    if scorer is not None:
+        entrants = likely_entrants(result, s, retriever.parent_of)
+        PRESCORER.request(scorer, result.query, [retriever.by_id[cid].indexed_text for cid in entrants])
 
 
 def likely_entrants(result: RetrievalResult, s: Settings, parent_of: dict[str, str]) -> list[str]:
@@ -222,6 +231,14 @@ def likely_entrants(result: RetrievalResult, s: Settings, parent_of: dict[str, s
     for hit in result.fused[n:n + 5]:
         seen.setdefault(hit.chunk_id)
     return list(seen)[:PRESCORE_MAX]
+
+
+def _done(value: Any) -> cf.Future:
+    """A branch answered from the per-turn cache (a moved control that changes no branch list), as a finished
+    future: no thread hand-off, which costs a time slice when the cores are shared."""
+    future: cf.Future = cf.Future()
+    future.set_result(value)
+    return future
 
 
 def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
