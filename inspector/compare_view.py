@@ -191,9 +191,9 @@ def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None
     stamped with that link.
 
     ``values`` are A's controls then B's, each in ``CONTROLS`` order, then optionally the session's corpus, the
-    last turn (``TurnView.last_turn``) and B's preset (the dropdown's value). Returns the compare view, the relevance checkboxes, the kept results, the
-    link and the export (the last turn's JSON recording this very link). Never raises: problems become the view's
-    message.
+    last turn (``TurnView.last_turn``) and B's preset (the dropdown's value). Returns the compare view, the
+    relevance checkboxes, the kept results, the link and the export (the last turn's JSON recording this very
+    link). Never raises: problems become the view's message.
     """
     n = len(CONTROLS)
     a, b = _typed(values[:n]), _typed(values[n:2 * n])
