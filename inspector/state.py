@@ -27,7 +27,8 @@ MAX_PARAMS = 100
 
 @dataclass
 class PageState:
-    """What a link restores. ``a`` and ``b`` hold every control (defaults included)."""
+    """What a link restores. ``a`` and ``b`` hold every control (defaults included); ``preset`` is the preset B
+    started from (``retrieval.compare.PRESETS``), shown selected when the link is opened."""
 
     query: str = ""
     a: dict[str, Any] = field(default_factory=dict)
@@ -35,6 +36,7 @@ class PageState:
     compare: bool = False
     doc: str | None = None
     corpus: str | None = None
+    preset: str | None = None
 
 
 def _text(value: Any) -> str:
@@ -45,7 +47,9 @@ def _text(value: Any) -> str:
 
 def encode(state: PageState, defaults: Mapping[str, Any]) -> str:
     """The query string (with its leading ``?``) for ``state``: only controls that differ from ``defaults``, and the
-    corpus unless it is the shipped cards (what a link without one opens)."""
+    corpus unless it is the shipped cards (what a link without one opens). In compare mode B's preset is named
+    (``b=PRESET``) and B's controls that differ from the defaults or from the preset's values follow, so the link
+    restores B exactly even when B was edited after its preset."""
     pairs: list[tuple[str, str]] = []
     if state.query:
         pairs.append((TURN, state.query))
@@ -54,8 +58,11 @@ def encode(state: PageState, defaults: Mapping[str, Any]) -> str:
     pairs += [(name, _text(state.a[name])) for name in CONTROLS if name in state.a and state.a[name] != defaults[name]]
     if state.compare:
         pairs.append((COMPARE, "1"))
+        preset = preset_values(state.preset, state.a, defaults) if state.preset in PRESETS else defaults
+        if state.preset in PRESETS:
+            pairs.append((PRESET, state.preset))
         pairs += [(B_PREFIX + name, _text(state.b[name])) for name in CONTROLS
-                  if name in state.b and state.b[name] != defaults[name]]
+                  if name in state.b and (state.b[name] != defaults[name] or state.b[name] != preset[name])]
     if state.doc:
         pairs.append((DOC, state.doc))
     return "?" + urlencode(pairs) if pairs else ""
@@ -104,6 +111,7 @@ def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapp
         else:
             _apply(state.a, key, raw, defaults, allowed, problems, "")
     state.b = preset_values(preset, state.a, defaults) if preset else dict(defaults)
+    state.preset = preset
     for key, raw in b_changes:
         _apply(state.b, key, raw, defaults, allowed, problems, B_PREFIX)
     if explicit is not None:

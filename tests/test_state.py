@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inspector.state import PageState, decode, defaults_of, encode, parse_query_string
+from retrieval.compare import PRESETS, preset_values
 from retrieval.settings import ADR_RECIPE, CONTROLS, Settings
 
 DEFAULTS = defaults_of(Settings())
@@ -80,3 +81,24 @@ def test_env_names_presets_and_allowed_values():
     assert "ADR recipe" not in problems[0] and "bge-small-en-v1.5 is used" in problems[1]
     state, _ = decode({"b.rrf_k": "7", "compare": "0"}, DEFAULTS)
     assert not state.compare
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_a_b_preset_is_kept_in_the_link(preset):
+    """B from a preset: the link says b=PRESET (so reopening shows it selected) and restores every B value."""
+    a = {**DEFAULTS, "rrf_k": 7, "top_k": 3}
+    state = PageState(query="E-07", a=a, b=preset_values(preset, a, DEFAULTS), compare=True, preset=preset)
+    link = encode(state, DEFAULTS)
+    assert ("b", preset) in parse_query_string(link)
+    back, problems = roundtrip(state)
+    assert problems == [] and back == state and back.preset == preset
+
+
+def test_b_edited_after_its_preset_round_trips():
+    """A B value put back to the default after a one-change preset copied A's: the link must still say so."""
+    a = {**DEFAULTS, "rrf_k": 7}
+    b = {**preset_values("hybrid off", a, DEFAULTS), "rrf_k": DEFAULTS["rrf_k"], "top_k": 2}
+    state = PageState(query="E-07", a=a, b=b, compare=True, preset="hybrid off")
+    back, problems = roundtrip(state)
+    assert problems == [] and back == state
+    assert "b=" not in encode(PageState(a=a, b=b, compare=False, preset="hybrid off"), DEFAULTS)  # compare off
