@@ -68,8 +68,7 @@ class HybridRetriever:
         started = time.perf_counter()
         self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
-        self._bm25_indexes = {self.bm25.tokenizer: self.bm25}
-        self._bm25_lock = threading.Lock()
+        self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
         self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
         self._cache = LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
         self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
