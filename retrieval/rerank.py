@@ -89,16 +89,9 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings, text_of: Callable
     def score_all() -> list[float]:
         scores = []
         for hit in head:
-            key = ("rerank", scorer.name, query, hit.chunk_id)
-            value = cache.get(key)
-            if value is None:
-                if time.perf_counter() > deadline:
-                    raise TimeoutError
-                value = scorer.score(query, text_of(hit.chunk_id))
-                if not math.isfinite(value):
-                    raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
-                cache.put(key, value)
-            scores.append(value)
+            if time.perf_counter() > deadline and cache.get(("rerank", scorer.name, query, hit.chunk_id)) is None:
+                raise TimeoutError
+            scores.append(pair_score(scorer, query, hit.chunk_id, text_of, cache))
         return scores
 
     future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all)
@@ -111,6 +104,18 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings, text_of: Callable
                 (time.perf_counter() - started) * 1000)
     ms = (time.perf_counter() - started) * 1000
     return order_head(head, scores, s), "", ms
+
+
+def pair_score(scorer: Scorer, query: str, chunk_id: str, text_of: Callable[[str], str], cache: LRU) -> float:
+    """The cross-encoder's logit for (turn, sub-chunk), from the per-turn cache or scored once and cached."""
+    key = ("rerank", scorer.name, query, chunk_id)
+    value = cache.get(key)
+    if value is None:
+        value = scorer.score(query, text_of(chunk_id))
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite score {value!r} for {chunk_id}")
+        cache.put(key, value)
+    return value
 
 
 def order_head(head: Sequence[FusedHit], scores: Sequence[float], s: Settings) -> list[RerankedHit]:
