@@ -33,7 +33,8 @@ HEADER = ('<div class="banner"><h1>Hybrid retrieval inspector</h1>'
 
 
 # Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
-# all of them when the server stops). Exports are also capped at handlers.EXPORT_KEEP and never copied.
+# all of them when the server stops). Exports live in one unguessable folder per session, removed when the page
+# closes, capped at handlers.EXPORT_KEEP_SESSION per session and handlers.EXPORT_KEEP in all, and never copied.
 DELETE_CACHE = (3600, 86400)
 # The Data tab's upload is the only control that takes a file: Gradio refuses anything larger than the corpus upload
 # limit (MAX_UPLOAD_MB) before it reaches the cache; the microphone route stays refused (RefuseUploads).
@@ -86,6 +87,7 @@ def build_app() -> gr.Blocks:
             with gr.Tab("Evaluation", id="evaluation"):
                 build_evaluation_tab(corpus=corpus)
         restore_links(app)  # opening a share link restores its state and runs the turn
+        app.unload(handlers.end_session)  # the page closed: its exports go with it
     return app
 
 

@@ -527,6 +527,15 @@ class DenseBranch:
                        lambda: store.search(qvec.value, depth))
         return found.value, {"embed_query": qvec.ms, "chroma_query": found.ms}
 
+    def search_cached(self, query: str, depth: int, cache: LRU) -> tuple[list[Hit], dict[str, float]] | None:
+        """``search``'s answer when ``cache`` already holds it (a moved control that changes no branch list), found
+        without a thread, a model or Chroma; else None."""
+        store, embedder = self.store, self.embedder
+        if store is None or embedder is None or cache.get(("qvec", embedder.name, query)) is None:
+            return None
+        hits = cache.get(("dense", store.embedder.name, store.fingerprint, query, depth))
+        return None if hits is None else (hits, {"embed_query": 0.0, "chroma_query": 0.0})
+
     def similarity_to(self, query: str, cache: LRU) -> tuple[Callable[[str], float] | None, str]:
         """A function chunk id -> cosine with the turn, or (None, why the threshold cannot be applied)."""
         if self.store is None or self.embedder is None:

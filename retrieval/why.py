@@ -7,7 +7,7 @@ For a turn and a card (any card of the corpus, also one no stage returned), ``ex
 - dense: its best sub-chunk's cosine and its exact rank over every stored vector (not only the branch's depth);
 - fusion: its fused card rank and score at this ``rrf_k`` and these weights, as if each branch's depth had reached
   it (the branch lists cut just deep enough to hold it);
-- the cross-encoder: its logit against the turn (one pair, cached per turn) and where that would place it among
+- the cross-encoder: its logit against the turn (one pair, from the process-wide pair cache or scored once) and where that would place it among
   the candidates the reranker scored;
 - dedup, top_k, the similarity threshold and the refusal rule, each passed or failed with its value.
 
@@ -235,7 +235,7 @@ def _fusion(retriever: HybridRetriever, result: RetrievalResult, card_id: str, s
 def _cross_encoder(retriever: HybridRetriever, query: str, card_id: str, chunk_id: str | None,
                    result: RetrievalResult, s: Settings) -> dict[str, Any]:
     """The card's logit (one pair, cached per turn) and where it would stand among the scored head."""
-    from retrieval.rerank import load_error, load_reranker, pair_score
+    from retrieval.rerank import load_error, load_reranker, score_pairs
 
     ran = bool(result.reranked)
     info: dict[str, Any] = {"score": None, "chunk_id": chunk_id, "ran": ran, "in_head": False,
@@ -255,8 +255,9 @@ def _cross_encoder(retriever: HybridRetriever, query: str, card_id: str, chunk_i
             info["reason"] = load_error(s.reranker_model) or "the reranker is unavailable"
             return info
         try:
-            logit = pair_score(scorer, query, chunk_id, lambda cid: retriever.by_id[cid].indexed_text,
-                               retriever._cache)
+            logit = score_pairs(scorer, query, [retriever.by_id[chunk_id].indexed_text])[0]
+            if logit is None or not math.isfinite(logit):
+                raise ValueError(f"no finite score ({logit!r})")
         except Exception as exc:  # a failing model is reported, never raised
             info["reason"] = f"scoring the pair failed ({type(exc).__name__}: {exc})"
             return info

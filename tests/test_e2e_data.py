@@ -281,6 +281,7 @@ def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser
         bad = open_page(context, server.url + "?" + urlencode({"q": "water", "corpus": "/etc/passwd"}))
         expect()(bad.locator("#link-message")).to_contain_text("no corpus named '/etc/passwd'")
         expect()(bad.locator("#link-message")).to_contain_text("The shipped cards are shown instead.")
+        expect()(bad.locator("#link-message")).not_to_contain_text("tinybeir")  # only what the link asked for
         expect()(bad.locator("#hybrid-path .turn")).to_contain_text("water")
         assert "root:" not in bad.content()
         tab(bad, "Data")
