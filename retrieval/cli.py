@@ -61,6 +61,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_corpus(p)
     add_common(p)
     p.set_defaults(func=run_query)
+    p = sub.add_parser("why", help="why is (or is not) this card among the final cards of this turn?",
+                       description="One card through every stage of one turn at the current settings: whole-corpus "
+                                   "BM25 and dense ranks, fusion, the cross-encoder, dedup, top_k, the threshold and "
+                                   "the refusal rule; the first stage that lost it and the smallest single change "
+                                   "of one control that brings it in (retrieval/why.py).")
+    p.add_argument("text", help="the user turn")
+    p.add_argument("card", metavar="CARD_ID", help="the card's id, or words of its title")
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.add_argument("--no-search", action="store_true", help="skip the search for the smallest single change")
+    add_corpus(p)
+    add_common(p)
+    p.set_defaults(func=run_why)
     p = sub.add_parser("index", help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
                                      ".txt/.md); without PATH, list the corpora",
                        description="Validate a corpus, keep its cards in the Chroma store (CHROMA_PATH or CHROMA_HOST, "
@@ -142,6 +154,19 @@ def run_query(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
         print(format_result(result))
+    return 0
+
+
+def run_why(args: argparse.Namespace) -> int:
+    from retrieval.corpora import retriever_for
+    from retrieval.pipeline import get_retriever
+    from retrieval.why import explain, format_why
+
+    settings = settings_from_args(args)
+    data = corpus_from_args(args, settings)
+    retriever = get_retriever(settings) if data is None else retriever_for(data, settings)
+    why = explain(retriever, args.text, args.card, settings, search=not args.no_search)
+    print(json.dumps(why.to_dict(), ensure_ascii=False, indent=2) if args.json else format_why(why))
     return 0
 
 
