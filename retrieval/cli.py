@@ -75,10 +75,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_why)
     p = sub.add_parser("index", help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
                                      ".txt/.md); without PATH, list the corpora",
-                       description="Validate a corpus, register it under DATA_DIR and embed it into its own Chroma "
+                       description="Validate a corpus, keep its cards in the Chroma store (CHROMA_PATH or CHROMA_HOST, "
+                                   "where every app process on that store lists it) and embed it into its own Chroma "
                                    "collection (resumes a cancelled or interrupted build).")
     p.add_argument("path", nargs="?", help="the file or folder to index (omit to list the corpora)")
     p.add_argument("--name", help="the corpus name (default: the file name)")
+    p.add_argument("--attach", metavar="COLLECTION", help="open a Chroma collection made elsewhere (documents + "
+                   "embeddings, in CHROMA_PATH or on CHROMA_HOST) as a corpus: its vectors are checked against "
+                   "--embedding-model (dimension, and a sample re-embedded), BM25 is built from its documents, and "
+                   "it is never written")
+    p.add_argument("--text-field", default="", help="with --attach: the metadata field holding each row's text "
+                   "(default: the documents)")
+    p.add_argument("--title-field", default="", help="with --attach: a metadata field holding a title that was "
+                   "embedded before the text (title + newline + text)")
+    p.add_argument("--delete", metavar="NAME", help="delete this corpus and its dense collections (any corpus of "
+                   "the store: uploaded from a page, indexed or attached; an attached collection itself is kept)")
     add_common(p)
     p.set_defaults(func=run_index)
 
@@ -97,12 +108,20 @@ def run_index(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     registry = Registry(settings)
-    if not args.path:
-        for entry in registry.entries():
-            print(entry.label() + f"  <- {entry.source}")
+    if args.delete:
+        print(registry.delete(args.delete))
         return 0
-    source = os.path.abspath(args.path)
-    data, new = registry.add(source, args.name, copy=os.path.isfile(source))
+    if not args.path and not args.attach:
+        for entry in registry.entries():
+            print(entry.label() + f"  <- {entry.source or entry.collection}")
+        return 0
+    if args.attach:
+        from retrieval.corpora import attach
+
+        data, new = attach(settings, args.attach, name=args.name, text_field=args.text_field,
+                           title_field=args.title_field)
+    else:
+        data, new = registry.add(os.path.abspath(args.path), args.name)
     print(f"{'registered' if new else 'already registered'}: {data.entry.label()}", file=sys.stderr)
     job = start_index(data, settings)
     while job.running:
