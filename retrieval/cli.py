@@ -192,12 +192,18 @@ def format_result(result) -> str:
     return "\n".join(lines)
 
 
+def _judgments(sub: argparse._SubParsersAction) -> None:
+    from retrieval import judgments
+
+    judgments.register(sub)
+
+
 def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
     """The parser with the core's commands, then each ``registrars`` entry's (e.g. the evaluation tools')."""
     parser = argparse.ArgumentParser(prog="python -m retrieval", description="Hybrid retrieval (ADR-0022): query, "
                                      "evaluate, benchmark and teach BM25 + dense + RRF + cross-encoder.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (register, *registrars):
+    for add in (register, _judgments, *registrars):
         add(sub)
     return parser
 
