@@ -3,8 +3,8 @@
 ``/gradio_api/upload`` takes a file before any event runs, from anyone. Here each request must say its length and
 may not exceed one corpus upload (``MAX_UPLOAD_MB``); what one client (its address) keeps at a time is capped at
 ``UPLOAD_CLIENT_MB`` and what all clients keep at ``UPLOAD_TOTAL_MB``; an upload no corpus adopted is deleted after
-``UPLOAD_UNUSED_S`` (the Data tab copies a file into the data root when it validates it, then drops the upload at
-once: ``discard``). A refusal is a plain-text message saying which bound was hit and when to try again.
+``UPLOAD_UNUSED_S`` (the Data tab reads a file into the store when it validates it, then drops the upload at once:
+``discard``). A refusal is a plain-text message saying which bound was hit and when to try again.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Ledger:
         return len(old)
 
     def discard(self, path: str | os.PathLike | None) -> bool:
-        """Delete an upload this route recorded (a corpus adopted a copy of it, or it failed validation); any other
+        """Delete an upload this route recorded (a corpus adopted its cards, or it failed validation); any other
         path is left alone. True if it was one."""
         if not path:
             return False

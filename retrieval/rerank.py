@@ -218,9 +218,11 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings,
                 raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
         return scores
 
-    future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all)
+    known = [PAIR_SCORES.get(pair_key(scorer.name, query, t)) for t in texts]
+    # Every pair cached (a moved control, the other side of compare mode): no thread hand-off.
+    future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all) if None in known else None
     try:
-        scores = future.result(timeout=max(0.0, deadline - time.perf_counter()))
+        scores = known if future is None else future.result(timeout=max(0.0, deadline - time.perf_counter()))
     except (cf.TimeoutError, TimeoutError):
         return None, f"reranker exceeded its {s.rerank_timeout_ms} ms budget", (time.perf_counter() - started) * 1000
     except Exception as exc:
