@@ -246,7 +246,11 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
     outputs = [o[name] for name in handlers.TurnView._fields]
-    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4)
+    # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
+    # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
+    # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
+    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4,
+                preprocess=False)
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 

@@ -86,6 +86,17 @@ def _decode(path: Path, lineno: int, raw: bytes) -> str:
                           "Save the file as UTF-8.") from None
 
 
+ID_SEPARATOR = "#"  # a sub-chunk id is <card id>#<n>: a card id must not hold it
+
+
+def id_problem(card_id: str, field: str = "id") -> str | None:
+    """Why ``card_id`` cannot be a card id (it holds the sub-chunk separator), or None. The caller adds file:line."""
+    if ID_SEPARATOR in card_id:
+        return (f"field {field!r}: id {card_id!r} contains {ID_SEPARATOR!r}, which separates a card id from its "
+                f"sub-chunk number (<card id>{ID_SEPARATOR}<n>); rename the card without {ID_SEPARATOR!r}.")
+    return None
+
+
 def json_line(line: str | bytes) -> Any:
     """``json.loads`` of one line, whose failures are a ``ValueError`` saying what to fix (the caller adds the file
     and the line): a syntax error with its column, brackets nested too deeply for the parser (``RecursionError``
@@ -158,6 +169,8 @@ def load_cards(path: str | Path) -> list[Card]:
     for lineno, obj in _json_lines(path):
         values = {name: _require_str(path, lineno, obj, name) for name in CARD_FIELDS}
         card_id = values["id"].strip()
+        if problem := id_problem(card_id):
+            raise CorpusError(f"{path}:{lineno}: {problem}")
         if card_id in first_line:
             raise CorpusError(
                 f"{path}:{lineno}: field 'id': duplicate id {card_id!r} (first seen on line {first_line[card_id]})."
@@ -232,6 +245,8 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
             raise CorpusError(f"{corpus_path}:{lineno}: field 'title' must be a string.")
         if not (title.strip() or text.strip()):
             continue  # BEIR sets hold a few empty documents; they can never be retrieved
+        if problem := id_problem(doc_id, "_id"):
+            raise CorpusError(f"{corpus_path}:{lineno}: {problem}")
         if doc_id in seen:
             raise CorpusError(f"{corpus_path}:{lineno}: field '_id': duplicate id {doc_id!r}.")
         seen.add(doc_id)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, json_line, load_queries
+from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries
 from retrieval.types import Card
 
 MAX_PROBLEMS_SHOWN = 20
@@ -262,6 +262,9 @@ class _Cards:
 
     def add(self, where: str, card_id: str, title: str, text: str, lang: str = "en", topic: str = "general",
             id_field: str = "id") -> None:
+        if problem := id_problem(card_id, id_field):
+            self.out.add(f"{where}: {problem}")
+            return
         if card_id in self.first:
             self.out.add(f"{where}: field {id_field!r}: duplicate id {card_id!r} (first seen at {self.first[card_id]}).")
             return

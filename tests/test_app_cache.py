@@ -145,3 +145,19 @@ def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its
         time.sleep(0.5)
     assert not mine.parent.exists(), "A's exports outlived its session"
     assert _fetch(app, mine)[0] != 200
+
+
+@pytest.mark.parametrize("value", ["NaN", "inf", [1, 2]])
+def test_a_slider_sent_nan_inf_or_a_list_through_the_api_gets_a_message(app, value):
+    """Issue 19, defect 8: Gradio's slider compared the value with its bounds before the handler ran ("NaN" < 1 is a
+    TypeError): a generic error and a traceback in the log. Now the setting's own message comes back."""
+    from gradio_client import Client
+
+    before = len(app.log_tail(10**9))
+    client = Client(app.url, verbose=False, download_files=False)
+    try:
+        out = client.predict(TURN, rrf_k=value, api_name="/run_turn")
+    finally:
+        client.close()
+    assert "RRF_K" in out[0] and "whole number" in out[0], out[0]
+    assert "Traceback" not in app.log_tail(10**9)[before:]

@@ -122,6 +122,25 @@ def test_brackets_nested_100000_deep_name_the_file_and_line(tmp_path, where):
     assert expected in problems(exc)
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "beir zip"])
+def test_a_card_id_with_the_sub_chunk_separator_is_refused_with_file_and_line(tmp_path, fmt):
+    """Issue 19, defect 8: the page splits sub-chunk ids (<card id>#<n>) on '#', so a card id holding '#' would be
+    shown as another card; every loader refuses it, naming the file, the line and the field."""
+    if fmt == "jsonl":
+        path, expected = jsonl(tmp_path / "cards.jsonl", [CARD, {**CARD, "id": "a#b"}]), "cards.jsonl:2: field 'id'"
+    elif fmt == "csv":
+        path = tmp_path / "cards.csv"
+        path.write_text("id,title,text\nok,t,fine\nx#1,t,text\n", encoding="utf-8")
+        expected = "cards.csv:3: field 'id'"
+    else:
+        doc = {"_id": "d#1", "title": "t", "text": "x"}
+        path = make_zip(tmp_path / "set.zip", {"set/corpus.jsonl": json.dumps(doc) + "\n"})
+        expected = "corpus.jsonl:1: field '_id'"
+    with pytest.raises(LoadError) as exc:
+        load_any(path)
+    assert expected in problems(exc) and "contains '#', which separates a card id from its sub-chunk" in problems(exc)
+
+
 def test_bad_utf8_in_csv_names_the_row(tmp_path):
     path = tmp_path / "cards.csv"
     path.write_bytes(b"id,title,text\na,b,fine\nc,d,caf\xe9\n")

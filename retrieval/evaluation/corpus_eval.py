@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrieval.corpora import SHIPPED, is_ready, retriever_for
+from retrieval.corpora import SHIPPED, is_indexed, is_ready, retriever_for
 from retrieval.corpus import Dataset
 from retrieval.encoders import canonical_embedder
 from retrieval.evaluation.compare import compare_configs
@@ -40,7 +40,7 @@ def open_labeled(name: str | None, settings: Settings, *,
         from retrieval.pipeline import get_retriever
 
         retriever = get_retriever(settings)
-    elif is_ready(data, settings):
+    elif is_ready(data, settings) or is_indexed(data, settings):  # built here, or complete in the store
         retriever = retriever_for(data, settings)
     else:
         raise ValueError(f"corpus {data.entry.name!r} is not indexed for {settings.embedding_model} in this app yet: "
@@ -105,7 +105,7 @@ def index_for(name: str | None, settings: Settings, *, progress: Progress | None
         built = not has_retriever(settings)
         retriever = get_retriever(settings, progress=lambda done, total: progress and progress(done, total, label),
                                   cancel=cancel)
-    elif is_ready(data, settings):
+    elif is_ready(data, settings) or is_indexed(data, settings):
         retriever, built = retriever_for(data, settings), False
     else:
         before = job_for(data, settings)

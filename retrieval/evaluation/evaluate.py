@@ -16,6 +16,7 @@ these extra calls and the sweeps cost few model calls.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -160,10 +161,11 @@ def run_turns(dataset: Dataset, retriever: HybridRetriever, settings: Settings, 
         deep = deep.replace(reranker_max_input=0)  # the other lists do not need the cross-encoder: skip its cost
     runs = []
     total = len(dataset.queries)
-    for i, q in enumerate(dataset.queries, start=1):
-        runs.append(run_turn(retriever, q, settings, deep, configs, refusals=refusals))
-        if progress:
-            progress(i, total, label)
+    with retriever.using() if hasattr(retriever, "using") else contextlib.nullcontext():  # never evicted meanwhile
+        for i, q in enumerate(dataset.queries, start=1):
+            runs.append(run_turn(retriever, q, settings, deep, configs, refusals=refusals))
+            if progress:
+                progress(i, total, label)
     return runs
 
 
