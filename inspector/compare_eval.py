@@ -177,9 +177,16 @@ def restore(kept: Mapping[str, Any] | None, sort: str) -> tuple[Any, Any, Any]:
         return gr.skip(), gr.skip(), gr.skip()
 
 
-def build_compare_section(corpus: gr.Textbox | None = None) -> None:
+def browser_copy() -> gr.BrowserState:
+    """Where the browser keeps its last A vs B (local storage), for ``restore``. Build it outside the tabs: a
+    component in a tab not shown at page load is not mounted yet, so the load event would read nothing."""
+    return gr.BrowserState(None, storage_key="inspector-ab-report")
+
+
+def build_compare_section(corpus: gr.Textbox | None = None, kept: gr.BrowserState | None = None) -> None:
     """The A vs B block of the Evaluation tab, in the current Gradio context. ``corpus`` is the session's active
-    corpus box (the Data tab sets it): its corpus is preselected when it has labeled turns."""
+    corpus box (the Data tab sets it): its corpus is preselected when it has labeled turns. ``kept`` is the
+    browser's copy of its last A vs B (``browser_copy``, built outside the tabs)."""
     gr.Markdown("### A vs B over every labeled turn\nA and B each start from a preset (the tuned defaults when "
                 "empty); `KEY=VALUE,...` overrides any control, e.g. `rrf_k=60,dense_weight=1`. B's one-change "
                 "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare` "
@@ -202,7 +209,7 @@ def build_compare_section(corpus: gr.Textbox | None = None) -> None:
     summary = gr.HTML(elem_id="ab-summary")
     turns = gr.HTML(elem_id="ab-turns")
     report = gr.State(None)
-    kept = gr.BrowserState(None, storage_key="inspector-ab-report")  # this browser's last A vs B (see restore)
+    kept = kept if kept is not None else browser_copy()  # this browser's last A vs B (see restore)
     compared = run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort, which, limit], [summary, turns, report],
                          api_visibility="private", **jobs.HEAVY)
     compared.success(lambda r: r if r else gr.skip(), report, kept, api_visibility="private")

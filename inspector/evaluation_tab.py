@@ -360,12 +360,14 @@ def follow_corpus(corpus: str | None, current: str | None, runs_dir: Path | None
 
 
 # -------------------------------------------------------------------------------------------------- layout
-def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None = None) -> None:
+def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None = None,
+                         ab_kept: gr.BrowserState | None = None) -> None:
     """Create the Evaluation tab's components inside the current Gradio context and wire them.
 
     Args:
         runs_dir: where cached reports live (``<runs_dir>/*/report.json``); default ``runs/`` in the project.
         corpus: the session's active corpus (the hidden box the Data tab sets), or None.
+        ab_kept: the browser's copy of its last A vs B (``compare_eval.browser_copy``, built outside the tabs).
     """
     gr.HTML(f"<style>{CSS}</style>")
     gr.Markdown(
@@ -411,4 +413,4 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot], **private)
     hybrid.input(redraw_wins, [state, hybrid], wins, **private)
     sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot, **private)
-    build_compare_section(corpus)  # A vs B over a corpus's labeled turns, each turn linking to compare mode
+    build_compare_section(corpus, ab_kept)  # A vs B over a corpus's labeled turns, each turn linking to compare mode

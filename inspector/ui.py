@@ -16,7 +16,7 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, data_tab, handlers, jobs, render, uploads
+from inspector import compare_eval, compare_view, data_tab, handlers, jobs, render, uploads
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
@@ -81,6 +81,7 @@ def build_app() -> gr.Blocks:
         gr.HTML(HEADER, elem_id="banner")
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
+        ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector"):
                 restore_links = build_inspector_tab(corpus)
@@ -89,7 +90,7 @@ def build_app() -> gr.Blocks:
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
-                build_evaluation_tab(corpus=corpus)
+                build_evaluation_tab(corpus=corpus, ab_kept=ab_kept)
         restore_links(app)  # opening a share link restores its state and runs the turn
         app.unload(handlers.end_session)  # the page closed: its exports go with it
         app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops

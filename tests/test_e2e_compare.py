@@ -235,12 +235,18 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
         pytest.skip("A vs B runs over the shipped corpus's labeled turns")
     first = open_page(context, server)
     first.get_by_role("tab", name="Evaluation").click()
+    # settings no other test uses: new branch depths and cross-encoder pairs, so every turn does real model work
+    for side, over in (("a", "rrf_k=41,candidate_multiplier=9,reranker_max_input=37"),
+                       ("b", "rrf_k=43,reranker_max_input=45")):
+        first.locator(f"#ab-{side}-overrides textarea, #ab-{side}-overrides input").first.fill(over)
     first.locator("#ab-run").click()
     expect()(first.locator("#ab-summary")).to_contain_text(re.compile(r"[AB]: (turn )?\d+/71"))  # running
 
     def done() -> tuple[float, int]:  # turns A vs B has run so far (A's 71, then B's)
-        side, n = re.search(r"([AB]): (?:turn )?(\d+)/71", first.locator("#ab-summary").text_content()).groups()
-        return time.monotonic(), int(n) + (71 if side == "B" else 0)
+        shown = first.locator("#ab-summary").text_content()
+        found = re.search(r"([AB]): (?:turn )?(\d+)/71", shown)
+        assert found, f"A vs B is not running any more: {shown[:300]}"
+        return time.monotonic(), int(found.group(2)) + (71 if found.group(1) == "B" else 0)
 
     other = context.browser.new_context(viewport={"width": 1400, "height": 1000})
     try:

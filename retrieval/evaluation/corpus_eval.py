@@ -73,16 +73,18 @@ def compare_corpus(name: str | None, a: Settings, b: Settings, *, limit: int | N
     """``compare_configs`` (A and B) over the corpus's labeled turns (at most ``limit``, every category
     represented): A on A's retriever, B on an index of B's embedding model (``index_for``: opened, or built with its progress, when B changes the model).
 
-    Returns ``compare_configs``'s report plus ``corpus``, ``total_turns``, ``wall_seconds``, ``written_at`` and
-    ``b_index`` (the model B was scored with, and whether its index was built for this comparison).
+    Returns ``compare_configs``'s report plus ``corpus``, ``total_turns``, ``wall_seconds``, ``written_at`` and,
+    when B changes the model, ``b_index`` (the model B was scored with, and whether its index was built for it).
     """
     dataset, retriever, total = open_labeled(name, a, limit=limit)
     started = time.perf_counter()
-    retriever_b, built = retriever, False
+    retriever_b, index = retriever, None
     if canonical_embedder(b.embedding_model) != canonical_embedder(a.embedding_model):
         retriever_b, built = index_for(name, b, progress=progress, cancel=cancel, label="indexing B's model")
+        index = {"embedding_model": retriever_b.settings.embedding_model, "built": built}
     report = compare_configs(dataset, retriever, a, b, depth=depth, progress=progress, retriever_b=retriever_b)
-    report["b_index"] = {"embedding_model": retriever_b.settings.embedding_model, "built": built}
+    if index:
+        report["b_index"] = index
     return _stamp(report, name, total, started)
 
 
