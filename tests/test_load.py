@@ -173,7 +173,21 @@ def assert_same(job: Job, ref: dict[str, Any], got: dict[str, Any]) -> None:
     for name in FIGURES:
         assert got["figures"][name] == ref["figures"][name], f"{job.label()}: the {name} figure differs"
     assert got["explain_doc"] == ref["explain_doc"], f"{job.label()}: the explained document differs"
-    assert got["record"] == ref["record"], f"{job.label()}: the exported record differs concurrently"
+    assert got["record"] == ref["record"], \
+        f"{job.label()}: the exported record differs concurrently: {_record_diff(ref['record'], got['record'])}"
+
+
+def _record_diff(alone: Any, concurrent: Any, path: str = "") -> str:
+    """Where two records first differ (a key path and both values)."""
+    if isinstance(alone, dict) and isinstance(concurrent, dict):
+        for key in sorted(set(alone) | set(concurrent), key=str):
+            if alone.get(key) != concurrent.get(key):
+                return _record_diff(alone.get(key), concurrent.get(key), f"{path}.{key}")
+    if isinstance(alone, list) and isinstance(concurrent, list) and len(alone) == len(concurrent):
+        for i, (x, y) in enumerate(zip(alone, concurrent)):
+            if x != y:
+                return _record_diff(x, y, f"{path}[{i}]")
+    return f"{path or 'record'}: {str(alone)[:200]!r} alone, {str(concurrent)[:200]!r} concurrently"
 
 
 def _first_diff(alone: list[Any], concurrent: list[Any]) -> str:
