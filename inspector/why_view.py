@@ -64,7 +64,8 @@ def render_why(why: WhyNot, side: str = "") -> str:
         ("fusion", f["reached"], f"rank {esc(f['rank'])} (score {esc(f['score'])})"
          + ("" if f["reached"] else f" as if the depth were {esc(f['as_if_depth'])}")),
         ("cross-encoder", ce["in_head"] if ce["ran"] else None,
-         f"score {esc(ce['score'])}" + (f"; would place it #{esc(ce['would_place'])} of the scored head"
+         f"score {esc(ce['score'])}" + (f"; {'places' if ce['in_head'] else 'would place'} it "
+                                        f"#{esc(ce['would_place'])} of the scored head"
                                         if ce["would_place"] else "") + (f" ({esc(ce['reason'])})"
                                                                          if ce["reason"] else "")),
         *((st["stage"], st["passed"], esc(st["note"])) for st in why.stages),
