@@ -231,8 +231,9 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
         report["suggestion"] = {"settings": changed, "env": {env_name(k): v for k, v in changed.items()}}
         verdict = (f"suggest {', '.join(f'{env_name(k)}={v}' for k, v in changed.items())}: held-out {METRIC} "
                    f"{means_held['suggested']:.4f} vs {means_held['defaults']:.4f} with today's settings (p = "
-                   f"{tests['defaults']['p_value']:.3g}), and above BM25 alone ({means_held['bm25']:.4f}) and dense "
-                   f"alone ({means_held['dense']:.4f}).")
+                   f"{tests['defaults']['p_value']:.3g}"
+                   f"{'' if tests['defaults']['p_value'] < 0.05 else ': not significant at 0.05, more turns could tell'}"
+                   f"), and above BM25 alone ({means_held['bm25']:.4f}) and dense alone ({means_held['dense']:.4f}).")
     elif not changed:
         verdict = "today's settings are the best grid point on the tuning turns: nothing to suggest."
     else:
