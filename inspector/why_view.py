@@ -55,10 +55,10 @@ def render_why(why: WhyNot, side: str = "") -> str:
                      f"{'+' if t['in_card'] else '−'}</span><small> idf {esc(t['idf'])}</small>"
                      for t in b["terms"]) or "(no term)"
     rows = [
-        ("BM25", b["chunk_rank"] is not None and b["chunk_rank"] <= depth,
+        ("BM25", b["in_list"],
          f"rank {esc(b['rank'])} (score {esc(b['score'])}; sub-chunk {esc(b['chunk_rank'])} vs depth {depth}); "
          f"terms: {terms}"),
-        ("dense", d["chunk_rank"] is not None and d["chunk_rank"] <= depth,
+        ("dense", d["in_list"],
          f"rank {esc(d['rank'])} (cosine {esc(d['cosine'])}; sub-chunk {esc(d['chunk_rank'])} vs depth {depth}, "
          "exact over every vector)"),
         ("fusion", f["reached"], f"rank {esc(f['rank'])} (score {esc(f['score'])})"
