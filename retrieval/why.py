@@ -459,7 +459,8 @@ def _with_verdict(why: WhyNot, s: Settings) -> WhyNot:
             text += (f" Had the depth reached it ({why.fused['as_if_depth']}), fusion would rank it "
                      f"{why.fused['rank']}.")
     elif lost == "fusion":
-        text = (f"fusion ranks it {why.fused['rank']} among the cards (RRF k={s.rrf_k}, {s.fusion}); it is at "
+        ranks = " and ".join(_rank_words(i, n) for i, n in ((why.bm25, "BM25"), (why.dense, "dense")))
+        text = (f"{ranks}; fusion ranks it {why.fused['rank']} among the cards (RRF k={s.rrf_k}, {s.fusion}); it is at "
                 f"card position {by['top_k']['value']} after "
                 f"{'reranking' if why.cross_encoder['ran'] else 'fusion'}, beyond top_k={s.top_k}.")
         if why.cross_encoder["ran"] and not why.cross_encoder["in_head"]:
@@ -498,8 +499,8 @@ def format_why(why: WhyNot) -> str:
              f"fused   rank {f['rank']}  score {f['score']}"
              + ("" if f["reached"] else f"  (as if each branch went {f['as_if_depth']} sub-chunks deep)"),
              f"cross-encoder  {ce['score']}  on {ce['chunk_id']}"
-             + (f"  would place it #{ce['would_place']} of the {ce['head'] + (not ce['in_head'])} scored"
-                if ce["would_place"] else "") + (f"  ({ce['reason']})" if ce["reason"] else ""), ""]
+             + (f"  {'places' if ce['in_head'] else 'would place'} it #{ce['would_place']} of the "
+                f"{ce['head'] + (not ce['in_head'])} scored" if ce["would_place"] else "") + (f"  ({ce['reason']})" if ce["reason"] else ""), ""]
     for st in why.stages:
         lines.append(f"{st['stage']:<10} {'pass' if st['passed'] else 'FAIL'}  {st['note']}")
     lines += ["", f"lost at: {why.lost_at or '(nowhere: it is a final card)'}", why.verdict]
