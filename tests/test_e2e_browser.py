@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.settings import Settings
-from tests.app_server import MINI, ROOT, SHIPPED, AppServer
+from tests.app_server import ROOT, SHIPPED
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -46,10 +46,10 @@ def sync_playwright():
 
 
 @pytest.fixture(scope="module")
-def server(sync_playwright, tmp_path_factory):
-    """``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus)."""
-    with AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI).running() as app:
-        yield app.url
+def server(sync_playwright, shipped_app):
+    """The URL of ``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus): the
+    session's ``shipped_app`` (conftest), one app for every file that imports this fixture."""
+    return shipped_app.url
 
 
 @pytest.fixture(scope="module")
