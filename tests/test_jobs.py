@@ -79,13 +79,13 @@ def test_cancel_touches_only_its_own_sessions_job(shipped_base):
     assert "Cancelled" not in summary and "a sample of 8 of its 71 labeled turns" in summary
 
 
-def test_show_and_a_vs_b_share_one_queue_of_one():
+def test_show_a_vs_b_and_tune_share_one_queue_of_one():
     from inspector import ui
 
     app = ui.build_app()
     heavy = {fn.name: (fn.concurrency_id, fn.concurrency_limit) for fn in app.fns.values()
-             if fn.name in {"show", "show_ab"}}
-    assert heavy == {"show": ("heavy", 1), "show_ab": ("heavy", 1)}
+             if fn.name in {"show", "show_ab", "run_tune"}}
+    assert heavy == {"show": ("heavy", 1), "show_ab": ("heavy", 1), "run_tune": ("heavy", 1)}
 
 
 def test_a_capped_evaluation_samples_every_category_seeded():
