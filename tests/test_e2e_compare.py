@@ -21,10 +21,9 @@ from tests.test_e2e_browser import assert_clean as clean
 
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 LABELED = "what does E-07 mean on a GS-60 meter"  # q002 of corpus/queries.jsonl
-# The browser's A vs B runs the first AB_TURNS labeled turns (the page's "at most N turns" box), not all 71: the page
-# flow (run, sort, the broken turn's link into compare mode) is the same, at less than a third of the model work.
-# Among the first 20, B = ADR recipe fixes q002, q005, q009, q013, q018 and breaks q019, q020 (measured with
-# inspector.compare_eval.run_ab, 2026-12-01); the scoring itself is checked without a browser (test_compare_eval).
+# The browser's A vs B runs AB_TURNS labeled turns (the page's "at most N turns" box: a seeded sample with every
+# category), not all 71: the page flow (run, sort, the broken turn's link into compare mode) is the same, at less
+# than a third of the model work; the scoring itself is checked without a browser (test_compare_eval).
 AB_TURNS = 20
 
 
@@ -205,7 +204,7 @@ def test_evaluation_tab_a_vs_b_opens_a_broken_turn_in_compare_mode(context, serv
     long = 600_000  # AB_TURNS turns under both configurations on a shared 2-core machine
     expect()(pg.locator("#ab-significance")).to_contain_text("paired randomization test", timeout=long)
     expect()(pg.locator("#ab-summary")).to_contain_text("rrf_k 10 → 60")
-    expect()(pg.locator("#ab-scope")).to_contain_text(f"the first {AB_TURNS} of its")
+    expect()(pg.locator("#ab-scope")).to_contain_text(f"a sample of {AB_TURNS} of its 71 labeled turns")
 
     def deltas() -> list[float]:
         return [float(d) for d in pg.locator("#ab-turns .ab-turn").evaluate_all("els => els.map(e => e.dataset.delta)")]
