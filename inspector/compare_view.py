@@ -19,6 +19,7 @@ import gradio as gr
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
 from retrieval.corpora import Registry, labels_by_turn, open_within, turn_key
+from retrieval.judgments import judged_turn
 from retrieval.corpus import CorpusError
 from retrieval.formats import LoadError
 from retrieval.evaluation.compare import stage_metrics
@@ -68,7 +69,8 @@ def labeled_qrels(query: str, corpus: str | None = None) -> dict[str, int]:
     except (LoadError, CorpusError, ValueError, OSError) as exc:
         log.warning("no labeled turns for corpus %r: %s", corpus, exc)
         return {}
-    return labels_by_turn(data).get(turn_key(query), {})
+    judged = judged_turn(handlers.base_settings(), data.entry.name, query) if str(query or "").strip() else {}
+    return {**labels_by_turn(data).get(turn_key(query), {}), **judged}  # judgments win (retrieval.judgments.merge)
 
 
 def session_qrels(query: str, corpus: str | None, ticked: Mapping[str, Sequence[str]] | None) -> dict[str, int]:

@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 
 from inspector import figures, render, state
 from retrieval.context import REFUSAL, Context, build_context
-from retrieval.corpora import open_for_turns
+from retrieval.corpora import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.query import QueryError, clean_query
@@ -142,6 +142,7 @@ class Turn:
     result: RetrievalResult
     context: Context
     corpus: str = ""  # the session's active corpus ("" = the shipped cards at CORPUS_PATH)
+    refusal: str = REFUSAL  # what the assistant says on a refused turn: the corpus's own text
 
 
 def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> Turn:
@@ -153,11 +154,11 @@ def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> 
     """
     text = clean_query(query)
     settings = build_settings(controls)
-    retriever = open_for_turns(corpus, settings)
+    retriever, refusal = turn_corpus(corpus, settings)
     result = retriever.retrieve(query, settings)  # as typed: the result notes what normalising changed
-    ctx = build_context(result, retriever.by_id, settings.context_token_budget)
+    ctx = build_context(result, retriever.by_id, settings.context_token_budget, refusal)
     effective = {name: getattr(settings, name) for name in CONTROLS}  # None -> the base value actually used
-    return Turn(text, effective, settings, retriever, result, ctx, corpus or "")
+    return Turn(text, effective, settings, retriever, result, ctx, corpus or "", refusal)
 
 
 def _idle_view(message: str) -> TurnView:
@@ -188,7 +189,7 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
         bm25=render.render_branch(result, "bm25", chunks, colors, terms, common),
         dense=render.render_branch(result, "dense", chunks, colors, terms, common),
         rrf=render.render_fused(result, chunks, colors, terms, common),
-        reranked=render.render_final(result, chunks, colors, terms, REFUSAL, common),
+        reranked=render.render_final(result, chunks, colors, terms, turn.refusal, common),
         rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),

@@ -16,7 +16,7 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, data_tab, handlers, render
+from inspector import compare_view, data_tab, handlers, render, why_view
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from inspector.examples import EXAMPLES
@@ -104,9 +104,11 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
     outputs = _results()
     slots, turn_events = _wire(query, run, examples, controls, outputs, corpus)
     compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
+    apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
 
     def finish(app: gr.Blocks) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus)
+        apply_tune(app)  # the Evaluation tab's Tune / Apply sets A and B here
         _newest_wins(app, slots, [outputs["status"], panel["link"]])
 
     return finish

@@ -58,7 +58,7 @@ class HybridRetriever:
 
     def __init__(self, settings: Settings | None = None, *, chunks: Sequence[Chunk] | None = None,
                  progress: Progress | None = None, cache_size: int = 4096, embedder: Embedder | None = None,
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None, attach: str | None = None) -> None:
         self.settings = s = settings or Settings.from_env()
         if chunks is None:
             chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
@@ -68,11 +68,11 @@ class HybridRetriever:
         started = time.perf_counter()
         self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
-        self._bm25_indexes = {self.bm25.tokenizer: self.bm25}
-        self._bm25_lock = threading.Lock()
+        self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
         self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
         self._cache = LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
-        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel)
+        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
+                                        attach=attach)
 
     # The dense branch's state, as the CLI, the inspector and the tests read it.
     dense = property(lambda self: self.dense_branch.store, doc="The Chroma store, or None if unavailable.")
@@ -345,11 +345,12 @@ def has_retriever(settings: Settings, corpus_key: str | None = None) -> bool:
 
 def get_retriever(settings: Settings | None = None, progress: Progress | None = None, *,
                   chunks: Sequence[Chunk] | None = None, corpus_key: str | None = None,
-                  cancel: threading.Event | None = None) -> HybridRetriever:
+                  cancel: threading.Event | None = None, attach: str | None = None) -> HybridRetriever:
     """The process-wide retriever for these index-level settings, built once per key.
 
     ``chunks`` with ``corpus_key`` (its identity, e.g. ``corpus:<fingerprint>``; see ``retrieval.corpora``) replace
-    the cards at ``CORPUS_PATH``; ``cancel`` stops a build between sub-chunks (``IndexingCancelled``; nothing is
+    the cards at ``CORPUS_PATH``; ``attach`` names a Chroma collection made elsewhere that holds their vectors
+    (opened and checked, never written); ``cancel`` stops a build between sub-chunks (``IndexingCancelled``; nothing is
     cached and the next build resumes). The build (which may embed a whole corpus) holds only its own key's lock:
     callers for the same key wait for it, callers for other keys go on.
     """
@@ -365,7 +366,7 @@ def get_retriever(settings: Settings | None = None, progress: Progress | None = 
         with _RETRIEVERS_LOCK:
             if key in _RETRIEVERS:
                 return _RETRIEVERS[key]
-        retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel)
+        retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel, attach=attach)
         with _RETRIEVERS_LOCK:
             _RETRIEVERS[key] = retriever
             _BUILDING.pop(key, None)

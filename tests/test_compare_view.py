@@ -127,17 +127,23 @@ def data_root_ui(tmp_path, mini_settings):
 
 
 def test_a_link_opens_its_corpus_or_says_why_not(data_root_ui, monkeypatch):
-    """corpus= in a link: a name the Data tab lists is opened for the session (waiting for its store), a corpus still
-    indexing or unknown leaves the shipped cards and says so; a path is never opened."""
+    """corpus= in a link: a name the Data tab lists is opened for the session once it is indexed; a corpus never
+    indexed (a link never starts indexing, issue 19 defect 2), still indexing or unknown leaves the shipped cards and
+    says so; a path is never opened."""
     import gradio as gr
 
-    from retrieval.corpora import Registry, job_for
+    from retrieval.corpora import Registry, job_for, start_index
 
     monkeypatch.setattr(compare_view, "LINK_WAIT_S", 0.0)
+    registry = Registry(handlers.base_settings())
+    data = registry.load(registry.get("set"))
+    value, problem = compare_view.link_corpus("set")
+    assert value == gr.skip() and "a link opens only corpora already indexed; open it in the Data tab" in problem
+    assert job_for(data, handlers.base_settings()) is None  # the link started nothing
+    job = start_index(data, handlers.base_settings())  # a person asked in the Data tab
     value, problem = compare_view.link_corpus("set")
     assert value == gr.skip() and "corpus='set' is still being indexed here" in problem and "/200 sub-chunks" in problem
-    registry = Registry(handlers.base_settings())
-    job_for(registry.load(registry.get("set")), handlers.base_settings()).wait(600)
+    job.wait(600)
     assert compare_view.link_corpus("set") == ("set", None)
     for bad in ("nope", "/etc/passwd", str(data_root_ui / "eval" / "set")):
         value, problem = compare_view.link_corpus(bad)
