@@ -14,7 +14,7 @@ load on a shared machine hits all of them alike. Every scheme's logits are compa
 - padded_512: the floor with every input padded to 512 tokens (what a padding tokenizer would send);
 - floor_plus_tokenize: the floor, tokenizing each pair inside the timed call (what tokenizing costs a turn).
 
-Usage: ``python scripts/rerank_levers.py [--turns 6] [--rounds 3]``; prints one JSON object.
+Usage: ``python scripts/rerank_levers.py [--turns 6] [--rounds 3] [--only two_sessions,floor_no_spin]``; prints one JSON object.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", help="comma-separated schemes to time (the floor is always timed)")
     args = parser.parse_args()
     import numpy as np
     from tokenizers import Tokenizer
@@ -113,6 +114,11 @@ def main() -> int:
         "padded_512": padded_512,
         "floor_plus_tokenize": floor_plus_tokenize,
     }
+    if args.only:
+        keep = {"floor", *args.only.split(",")}
+        if keep - set(schemes):
+            parser.error(f"--only: unknown scheme(s) {sorted(keep - set(schemes))}; choose from {sorted(schemes)}")
+        schemes = {name: fn for name, fn in schemes.items() if name in keep}
     reference = [schemes["floor"](k) for k in range(len(turns))]  # also the warm-up
     for name, fn in schemes.items():
         fn(0)
