@@ -30,6 +30,7 @@ from retrieval.why import WhyNot, cards_of, explain, find_card
 log = logging.getLogger(__name__)
 
 CONTROLS = handlers.CONTROLS
+SEARCH_BUDGET_S = 30.0  # the page's search for a single change stops here (a large corpus scores many new pairs)
 CSS = """
 .why-box table {border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0}
 .why-box th, .why-box td {border-bottom: 1px solid #e5e7eb; padding: 2px 8px; text-align: left; vertical-align: top}
@@ -98,7 +99,7 @@ def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values
         out = []
         for side, controls in (("A", a), ("B", b)) if compare_on else (("", a),):
             turn = handlers.execute(query, controls, corpus)
-            why = explain(turn.retriever, turn.query, card, turn.settings)
+            why = explain(turn.retriever, turn.query, card, turn.settings, budget_s=SEARCH_BUDGET_S)
             out.append(render_why(why, side))
         choices = _choices(turn.retriever, turn.result, extra=why.card_id)
         return out[0], out[1] if len(out) > 1 else "", gr.Dropdown(choices=choices, value=why.card_id)

@@ -229,19 +229,7 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
     beats = {name: means_held["suggested"] > means_held[name] for name in ("defaults", "bm25", "dense")}
     if changed and all(beats.values()):
         report["suggestion"] = {"settings": changed, "env": {env_name(k): v for k, v in changed.items()}}
-        verdict = (f"suggest {', '.join(f'{env_name(k)}={v}' for k, v in changed.items())}: held-out {METRIC} "
-                   f"{means_held['suggested']:.4f} vs {means_held['defaults']:.4f} with today's settings (p = "
-                   f"{tests['defaults']['p_value']:.3g}"
-                   f"{'' if tests['defaults']['p_value'] < 0.05 else ': not significant at 0.05, more turns could tell'}"
-                   f"), and above BM25 alone ({means_held['bm25']:.4f}) and dense alone ({means_held['dense']:.4f}).")
-    elif not changed:
-        verdict = "today's settings are the best grid point on the tuning turns: nothing to suggest."
-    else:
-        lost = [n for n, ok in beats.items() if not ok]
-        verdict = (f"nothing suggested: the best grid point on the tuning turns ({', '.join(f'{env_name(k)}={v}' for k, v in changed.items())}) "
-                   f"does not beat {', '.join('today' + chr(39) + 's settings' if n == 'defaults' else n + ' alone' for n in lost)} on the "
-                   f"held-out turns ({METRIC} {means_held['suggested']:.4f} vs "
-                   + ", ".join(f"{n} {means_held[n]:.4f}" for n in ('defaults', 'bm25', 'dense')) + ").")
+    verdict = _verdict(changed, beats, means_held, tests["defaults"]["p_value"])
     report.update(
         split={"tune": len(tune_set), "held_out": len(held), "tune_ids": [t.query.id for t in tune_set],
                "held_out_ids": [t.query.id for t in held]},
@@ -254,6 +242,22 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
                   "beats": beats},
         verdict=verdict, wall_seconds=round(time.perf_counter() - started, 1))
     return report
+
+
+def _verdict(changed: dict[str, Any], beats: dict[str, bool], means: dict[str, float], p: float) -> str:
+    """The held-out outcome in words: the suggestion (with whether it is significant), or why there is none."""
+    point = ", ".join(f"{env_name(k)}={v}" for k, v in changed.items())
+    if not changed:
+        return "today's settings are the best grid point on the tuning turns: nothing to suggest."
+    if all(beats.values()):
+        caveat = "" if p < 0.05 else ": not significant at 0.05, more turns could tell"
+        return (f"suggest {point}: held-out {METRIC} {means['suggested']:.4f} vs {means['defaults']:.4f} with today's "
+                f"settings (p = {p:.3g}{caveat}), and above BM25 alone ({means['bm25']:.4f}) and dense alone "
+                f"({means['dense']:.4f}).")
+    lost = ", ".join("today's settings" if n == "defaults" else f"{n} alone" for n, ok in beats.items() if not ok)
+    others = ", ".join(f"{n} {means[n]:.4f}" for n in ("defaults", "bm25", "dense"))
+    return (f"nothing suggested: the best grid point on the tuning turns ({point}) does not beat {lost} on the "
+            f"held-out turns ({METRIC} {means['suggested']:.4f} vs {others}).")
 
 
 def format_tune(report: dict[str, Any]) -> str:
