@@ -100,7 +100,9 @@ class CorpusData:
             return None
         if self.entry.kind == "attached":
             return f"attach:{self.entry.collection}:{self.entry.fingerprint}"
-        return f"corpus:{self.entry.fingerprint}"
+        # the time it was added too: a corpus deleted and added again (perhaps by another process) gets a new
+        # retriever, never one holding the dropped collection
+        return f"corpus:{self.entry.fingerprint}" + (f"@{self.entry.added}" if self.entry.added else "")
 
     def dataset(self) -> Dataset:
         return Dataset(name=self.entry.name, cards=self.cards, queries=self.queries, chunk_words=DEFAULT_CHUNK_WORDS)
