@@ -295,8 +295,6 @@ def render_final(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
         head = f"not reranked: {result.reranker_status or result.hybrid_path}; final order = fused order"
     else:
         head = ""
-    if head:
-        body.append(f'<div class="note">{esc(head)}</div>')
     fused_rank = {h.chunk_id: h.rank for h in result.fused}
     for h in result.final:
         body.append(_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
@@ -310,6 +308,8 @@ def render_final(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
                          common=common))
     if not result.final and not result.cut and not result.refused:
         body.append(_empty_list("no candidate"))
+    if head:  # after the cards: the first card stays at the top of the column
+        body.append(f'<div class="note">{esc(head)}</div>')
     if result.reranked:
         rows = "".join(f"<tr><td>{r.rank}</td><td>{esc(r.chunk_id)}</td><td>{r.score:.3f}</td>"
                        f"<td>#{r.fused_rank}</td></tr>" for r in result.reranked)

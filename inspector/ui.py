@@ -26,8 +26,8 @@ from retrieval.settings import Knob
 log = logging.getLogger(__name__)
 
 CSS = (Path(__file__).with_name("style.css")).read_text(encoding="utf-8")
-# Container queries survive only outside Gradio's CSS processing: a <style> element in the page's head.
-HEAD = "<style>" + (Path(__file__).with_name("grid.css")).read_text(encoding="utf-8") + "</style>"
+# Container queries and rules on <body> survive only outside Gradio's CSS processing: a <style> in the head.
+HEAD = "<style>" + (Path(__file__).with_name("head.css")).read_text(encoding="utf-8") + "</style>"
 
 
 # Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
