@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector.figures import failsafe, message_figure, plot_text
+from inspector.figures import failsafe, log_ticks, message_figure, plot_text
 
 from retrieval.evaluation.lab import (CLASS_EXAMPLE, CLASS_K, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
                                       parse_ranking, parse_scored, score_fusions)
@@ -101,6 +101,9 @@ def k_curve_figure(current_k: int, ks: Sequence[int] = CURVE_KS, max_rank: int =
     fig.update_layout(title="Credit of a rank: 1/(k + rank). Small k: the top ranks dominate; large k: flatter",
                       xaxis_title="rank in one list", yaxis_title="1/(k + rank)", yaxis_type="log",
                       template="plotly_white", height=380, legend=dict(orientation="h", y=-0.25))
+    drawn = [y for curve in curves.values() for y in curve]
+    tickvals, ticktext = log_ticks(min(drawn), max(drawn))
+    fig.update_yaxes(tickmode="array", tickvals=tickvals, ticktext=ticktext)
     return fig
 
 
@@ -216,7 +219,7 @@ def build_classroom_tab() -> None:
                 weight = gr.Slider(0, 3, value=defaults[3 * i + 2], step=0.1, label="weight",
                                    elem_id=f"rrf-weight-{i}")
                 inputs += [name, ranking, weight]
-    k = gr.Slider(1, 200, value=CLASS_K, step=1, label="k (RRF constant)", elem_id="rrf-k")
+    k = gr.Slider(1, 200, value=CLASS_K, step=1, label="k (RRF constant)", elem_id="class-rrf-k")
     table = gr.HTML(first_table, elem_id="rrf-terms")
     lessons = gr.HTML(first_lessons, elem_id="rrf-lessons")
     with gr.Row():

@@ -19,6 +19,7 @@ import gradio as gr
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
 from retrieval.corpora import Registry, labels_by_turn, open_within, turn_key
+from retrieval.judgments import judged_turn
 from retrieval.corpus import CorpusError
 from retrieval.formats import LoadError
 from retrieval.evaluation.compare import stage_metrics
@@ -68,7 +69,8 @@ def labeled_qrels(query: str, corpus: str | None = None) -> dict[str, int]:
     except (LoadError, CorpusError, ValueError, OSError) as exc:
         log.warning("no labeled turns for corpus %r: %s", corpus, exc)
         return {}
-    return labels_by_turn(data).get(turn_key(query), {})
+    judged = judged_turn(handlers.base_settings(), data.entry.name, query) if str(query or "").strip() else {}
+    return {**labels_by_turn(data).get(turn_key(query), {}), **judged}  # judgments win (retrieval.judgments.merge)
 
 
 def session_qrels(query: str, corpus: str | None, ticked: Mapping[str, Sequence[str]] | None) -> dict[str, int]:
@@ -163,11 +165,11 @@ def _typed(values: Sequence[Any]) -> dict[str, Any]:
 
 
 def share_link(base: str, query: str, compare_on: bool, doc: str | None, a: Mapping[str, Any],
-               b: Mapping[str, Any], corpus: str | None = None) -> str:
+               b: Mapping[str, Any], corpus: str | None = None, preset: str | None = None) -> str:
     """The link that reopens this case: ``base`` (the page's address) + the encoded state (the session's corpus
-    included unless it is the shipped cards)."""
+    included unless it is the shipped cards; B's preset named when B started from one)."""
     page = state.PageState(query=query or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=doc or None,
-                           corpus=corpus or None)
+                           corpus=corpus or None, preset=preset or None)
     return (base or "") + state.encode(page, handlers.default_controls())
 
 
@@ -190,16 +192,17 @@ def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None
     """Re-render compare mode (each side re-run only if its own inputs changed), the share link, and the export
     stamped with that link.
 
-    ``values`` are A's controls then B's, each in ``CONTROLS`` order, then optionally the session's corpus and the
-    last turn (``TurnView.last_turn``). Returns the compare view, the relevance checkboxes, the kept results, the
-    link and the export (the last turn's JSON recording this very link). Never raises: problems become the view's
-    message.
+    ``values`` are A's controls then B's, each in ``CONTROLS`` order, then optionally the session's corpus, the
+    last turn (``TurnView.last_turn``) and B's preset (the dropdown's value). Returns the compare view, the
+    relevance checkboxes, the kept results, the link and the export (the last turn's JSON recording this very
+    link). Never raises: problems become the view's message.
     """
     n = len(CONTROLS)
     a, b = _typed(values[:n]), _typed(values[n:2 * n])
     corpus = values[2 * n] if len(values) > 2 * n else None
     last_turn = values[2 * n + 1] if len(values) > 2 * n + 1 else None
-    link = share_link(base, query, compare_on, doc, a, b, corpus)
+    preset = values[2 * n + 2] if len(values) > 2 * n + 2 else None
+    link = share_link(base, query, compare_on, doc, a, b, corpus, preset)
     kept = dict(kept or {})
     export = _export(kept, last_turn, link)
     if not compare_on:
@@ -276,7 +279,7 @@ def restore(request: gr.Request) -> list[Any]:
     message area.
 
     Returns, in order: the turn, A's controls, compare on/off, B's controls, the panel's visibility, the
-    message, the document to explain, the page's base address (for links) and the session's corpus."""
+    message, the document to explain, the page's base address (for links), the session's corpus and B's preset."""
     headers = dict(request.headers or {}) if request is not None else {}
     referer = headers.get("referer") or ""
     if "?" in referer:
@@ -286,14 +289,14 @@ def restore(request: gr.Request) -> list[Any]:
     params = [(k, v) for k, v in params if not k.startswith("__")]  # gradio's own (e.g. __theme)
     base = _base(headers)
     if not params:
-        return [gr.skip()] * (2 + 2 * len(CONTROLS)) + [gr.skip(), "", None, base, gr.skip()]
+        return [gr.skip()] * (2 + 2 * len(CONTROLS)) + [gr.skip(), "", None, base, gr.skip(), gr.skip()]
     allowed = {"embedding_model": handlers.model_choices()}
     page, problems = state.decode(params, handlers.default_controls(), allowed)
     corpus, problem = link_corpus(page.corpus)
     problems += [problem] if problem else []
     message = render.render_message("This link had problems: " + " ".join(problems)) if problems else ""
     return [page.query, *(page.a[n] for n in CONTROLS), page.compare, *(page.b[n] for n in CONTROLS),
-            gr.Column(visible=page.compare), message, page.doc, base, corpus]
+            gr.Column(visible=page.compare), message, page.doc, base, corpus, page.preset]
 
 
 def link_corpus(name: str | None) -> tuple[Any, str | None]:
@@ -304,8 +307,13 @@ def link_corpus(name: str | None) -> tuple[Any, str | None]:
     if not name:
         return gr.skip(), None
     shown = repr(name[:80])
+    registry = Registry(handlers.base_settings())
     try:
-        data = _corpus_data(name)
+        entry = registry.get(name)
+    except ValueError:  # its message lists every corpus on the server: a link's reader is told only of its own
+        return gr.skip(), f"no corpus named {shown} here. The shipped cards are shown instead."
+    try:
+        data = registry.load(entry)
         snap = open_within(data, handlers.base_settings(), LINK_WAIT_S)
     except (LoadError, CorpusError, ValueError, OSError) as exc:
         return gr.skip(), f"corpus={shown}: {exc} The shipped cards are shown instead."
@@ -388,7 +396,7 @@ def _refresh_event(p: dict[str, Any], query: Any, controls: dict[str, Any], outp
                    doc: Any = None) -> dict[str, Any]:
     """The keyword arguments of an event that runs ``refresh`` (``doc``: where the explained document is read)."""
     inputs = [query, p["compare_on"], p["ticked"], p["kept"], doc or outputs["explain_doc"], p["base"],
-              *controls.values(), *p["b"].values(), corpus, outputs["last_turn"]]
+              *controls.values(), *p["b"].values(), corpus, outputs["last_turn"], p["preset"]]
     return dict(fn=refresh, inputs=inputs, outputs=[p["view"], p["relevant"], p["kept"], p["link"], outputs["export"]],
                 api_visibility="private", concurrency_id="compare", concurrency_limit=4)
 
@@ -425,7 +433,8 @@ def wire_load(app: gr.Blocks, p: dict[str, Any], query: Any, controls: dict[str,
     compare mode, B."""
     a_list, b_list = list(controls.values()), list(p["b"].values())
     restored = app.load(restore, None, [query, *a_list, p["compare_on"], *b_list, p["panel"], p["link_message"],
-                                        p["pending_doc"], p["base"], corpus], api_visibility="private")
+                                        p["pending_doc"], p["base"], corpus, p["preset"]],
+                        api_visibility="private")
     turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
     restored.then(handlers.rerun_turn, [query, *a_list, p["pending_doc"], corpus], turn_outputs,
                   api_visibility="private").then(**_refresh_event(p, query, controls, outputs, corpus,

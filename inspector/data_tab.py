@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import gradio as gr
 
 from inspector import handlers, render
 from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, start_index
+from retrieval.encoders import BUNDLED_EMBEDDERS
 from retrieval.formats import Limits, LoadError
 
 log = logging.getLogger(__name__)
@@ -90,14 +92,18 @@ def open_corpus(name: str | None, current: str | None) -> tuple:
                 None, gr.Timer(active=False))
 
 
-def upload_corpus(file: Any, name: str | None, current: str | None) -> tuple:
+def upload_corpus(file: Any, name: str | None, current: str | None, token: str | None = None) -> tuple:
     """Validate and register an uploaded file, then index it: (message, progress, corpus, pending, timer, picker,
-    upload box emptied for the next file). A file that does not validate changes nothing (the active corpus
-    stays)."""
-    return (*_upload(file, name, current), gr.File(value=None))
+    upload box emptied for the next file, the session's owner token). A file that does not validate changes nothing
+    (the active corpus stays).
+
+    The session's owner token (a secret made on its first upload, kept in its state, never shown) is stored hashed
+    with the corpus: only this session may delete it (or change its refusal text) from the page."""
+    token = token or secrets.token_urlsafe(24)
+    return (*_upload(file, name, current, token), gr.File(value=None), token)
 
 
-def _upload(file: Any, name: str | None, current: str | None) -> tuple:
+def _upload(file: Any, name: str | None, current: str | None, token: str) -> tuple:
     path = getattr(file, "name", file)
     keep_picker = gr.Dropdown()
     if not path:
@@ -105,8 +111,8 @@ def _upload(file: Any, name: str | None, current: str | None) -> tuple:
                 gr.Timer(active=False), keep_picker)
     shown = Path(getattr(file, "orig_name", None) or path).name
     try:
-        data, new = _registry().add(path, (name or "").strip() or None, display=shown, copy=True)
-    except LoadError as exc:
+        data, new = _registry().add(path, (name or "").strip() or None, display=shown, copy=True, owner=token)
+    except (LoadError, ValueError) as exc:
         return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False), keep_picker
     except Exception as exc:
         log.exception("upload %r failed", shown)
@@ -151,16 +157,77 @@ def cancel(pending: str | None) -> str:
     return _message(f"{pending} is not being indexed.", "info")
 
 
-def delete(name: str | None, current: str | None) -> tuple:
-    """Delete the picked corpus and its store: (message, corpus, picker)."""
+def delete(name: str | None, current: str | None, token: str | None = None) -> tuple:
+    """Delete the picked corpus and its store, if this session uploaded it: (message, corpus, picker)."""
     try:
         if not name:
             raise ValueError("Pick a corpus to delete.")
-        done = _registry().delete(name)
+        done = _registry().delete(name, token=token, page=True)
     except (ValueError, LoadError) as exc:
         return _message(str(exc)), current, gr.Dropdown()
+    except Exception as exc:  # the store went away mid-way: a message, never a stack trace
+        log.exception("deleting corpus %r failed", name)
+        return _message(f"Could not delete {name!r} ({type(exc).__name__}: {exc})."), current, gr.Dropdown()
     now = SHIPPED if current == name else current
     return _message(done[:1].upper() + done[1:] + ".", "info"), now, gr.Dropdown(choices=picker_choices(), value=SHIPPED)
+
+
+def attachable_choices() -> list[str]:
+    """The store's collections made elsewhere, for the Attach picker (none if the store cannot be listed)."""
+    from retrieval.attach import attachable
+
+    try:
+        return attachable(_settings())
+    except Exception as exc:
+        log.warning("cannot list the store's collections: %s", exc)
+        return []
+
+
+def attach_collection(collection: str | None, model: str | None, text_field: str | None, current: str | None,
+                      token: str | None = None) -> tuple:
+    """Attach a collection made elsewhere (checked against the model; never written) and open it: (message,
+    progress, corpus, pending, timer, picker, the session's owner token)."""
+    from retrieval.corpora import attach
+
+    token = token or secrets.token_urlsafe(24)
+    keep = (progress_html(None), current, None, gr.Timer(active=False), gr.Dropdown(), token)
+    try:
+        if not collection:
+            raise ValueError("Pick a collection of the store to attach.")
+        settings = _settings().replace(embedding_model=model) if model else _settings()
+        data, new = attach(settings, collection, text_field=(text_field or "").strip(), owner=token)
+    except (LoadError, ValueError) as exc:
+        return (_message(str(exc)), *keep)
+    except Exception as exc:
+        log.exception("attaching %r failed", collection)
+        return (_message(f"Could not attach {collection!r} ({type(exc).__name__}: {exc})."), *keep)
+    out = _begin(data.entry.name, current)
+    note = "attached" if new else "attached before: reused"
+    return (_message(f"{collection}: {data.entry.chunks:,} sub-chunks, {note}; its vectors match "
+                     f"{data.entry.model}.", "info"), *out[1:],
+            gr.Dropdown(choices=picker_choices(), value=data.entry.name), token)
+
+
+def refusal_of(name: str | None) -> str:
+    """The refusal text kept with the picked corpus (the neutral default if none was set)."""
+    try:
+        return _registry().get(name).refusal
+    except Exception:
+        return ""
+
+
+def save_refusal(name: str | None, text: str | None, token: str | None = None) -> tuple:
+    """Keep the refusal text with the picked corpus, if this session uploaded it: (message, the text now kept)."""
+    try:
+        if not name:
+            raise ValueError("Pick a corpus first.")
+        done = _registry().set_refusal(name, text, token=token, page=True)
+    except (ValueError, LoadError) as exc:
+        return _message(str(exc)), gr.skip()
+    except Exception as exc:
+        log.exception("setting the refusal text of %r failed", name)
+        return _message(f"Could not change {name!r} ({type(exc).__name__}: {exc})."), gr.skip()
+    return _message(done[:1].upper() + done[1:] + ".", "info"), refusal_of(name)
 
 
 def turn_choices(corpus: str | None) -> Any:
@@ -194,6 +261,7 @@ def build_data_tab(corpus: gr.Textbox) -> None:
                 + render.esc(limits.describe()) + ".")
     active = gr.HTML(active_html(None), elem_id="active-corpus")
     pending = gr.State(None)
+    owner = gr.State(None)  # this session's owner token: made on its first upload, never shown
     with gr.Row(equal_height=True):
         picker = gr.Dropdown(choices=picker_choices(), value=SHIPPED, label="Corpus (pick, or type a name)",
                              elem_id="corpus-picker", scale=4, interactive=True, allow_custom_value=True)
@@ -205,6 +273,22 @@ def build_data_tab(corpus: gr.Textbox) -> None:
         with gr.Column(scale=2):
             name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1)
             add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add")
+    with gr.Row(equal_height=True):
+        refusal = gr.Textbox(label="Refusal text of the picked corpus (what the assistant says when it finds nothing)",
+                             elem_id="corpus-refusal", max_lines=3, scale=4, value=refusal_of(SHIPPED),
+                             max_length=2000)
+        refusal_btn = gr.Button("Save refusal text", elem_id="corpus-refusal-save", scale=1)
+    with gr.Accordion("Attach a collection of the store made elsewhere (its vectors are checked, never rewritten)",
+                      open=False):
+        with gr.Row(equal_height=True):
+            collections = gr.Dropdown(choices=[], label="Collection", elem_id="attach-collection", scale=3,
+                                      interactive=True)
+            model = gr.Dropdown(choices=list(BUNDLED_EMBEDDERS), value=_settings().embedding_model,
+                                label="Its embedding model", elem_id="attach-model", scale=2, interactive=True,
+                                allow_custom_value=True)
+            text_field = gr.Textbox(label="Text field (default: documents)", elem_id="attach-text-field",
+                                    max_lines=1, scale=2)
+            attach_btn = gr.Button("Attach", elem_id="attach-go", scale=1)
     message = gr.HTML("", elem_id="data-message")
     with gr.Row(equal_height=True):
         progress = gr.HTML(progress_html(None), elem_id="index-progress")
@@ -213,12 +297,19 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     private = dict(api_visibility="private")
     state_out = [message, progress, corpus, pending, timer]
     open_btn.click(open_corpus, [picker, corpus], state_out, **private)
-    add.click(upload_corpus, [upload, name, corpus], [*state_out, picker, upload], concurrency_limit=2, **private)
+    add.click(upload_corpus, [upload, name, corpus, owner], [*state_out, picker, upload, owner], concurrency_limit=2,
+              **private)
     timer.tick(poll, [pending, corpus], state_out, **private)
     cancel_btn.click(cancel, pending, message, **private)
-    delete_btn.click(delete, [picker, corpus], [message, corpus, picker], **private)
-    refresh.click(lambda: gr.Dropdown(choices=picker_choices()), None, picker, **private)
+    delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
+    picker.change(refusal_of, picker, refusal, **private)
+    attach_btn.click(attach_collection, [collections, model, text_field, corpus, owner],
+                     [*state_out, picker, owner], **private)
+    refusal_btn.click(save_refusal, [picker, refusal, owner], [message, refusal], **private)
+    refresh.click(lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())), None,
+                  [picker, collections], **private)
     corpus.change(active_html, corpus, active, **private)
     root = gr.context.Context.root_block  # each page load lists the corpora indexed since the app started
     if root is not None:
-        root.load(lambda: gr.Dropdown(choices=picker_choices()), None, picker, **private)
+        root.load(lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())), None,
+                  [picker, collections], **private)

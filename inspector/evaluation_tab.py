@@ -19,7 +19,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector import handlers
+from inspector import handlers, why_view
 from inspector.compare_eval import build_compare_section, limit_value
 from inspector.figures import failsafe, message_figure, plot_text
 
@@ -407,3 +407,4 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     hybrid.input(redraw_wins, [state, hybrid], wins, **private)
     sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot, **private)
     build_compare_section(corpus)  # A vs B over a corpus's labeled turns, each turn linking to compare mode
+    why_view.build_tune(source)  # Tune / Apply (inspector/why_view.py)

@@ -8,6 +8,7 @@ result's own branch lists with ``retrieval.fusion.reciprocal_rank_fusion`` (a pu
 from __future__ import annotations
 
 import functools
+import math
 import textwrap
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,22 @@ def plot_text(value: object) -> str:
     pass it through ``customdata`` or the trace name.
     """
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Tick values and labels for a log axis over [lo, hi]: 1, 2, 5 times each power of ten, written as plain
+    numbers ("0.005", "0.01", ... "100"). Plotly's own ticks over a short log range label the minor ticks by
+    their leading digit only ("5, 2, 0.1, 5, 2, 0.01")."""
+    if not (lo > 0 and hi > 0):
+        raise ValueError(f"a log axis needs positive bounds, got {lo!r} and {hi!r}")
+    lo, hi = min(lo, hi), max(lo, hi)
+    steps = [float(f"{mantissa}e{exponent}")  # exact decimals, not 2 * 0.1 ** 3
+             for exponent in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for mantissa in (1, 2, 5)]
+    vals = [v for v in steps if lo <= v <= hi]
+    if len(vals) < 2:  # a range narrower than one step: the steps on either side frame it
+        vals = sorted({max(v for v in steps if v <= lo), *vals, min(v for v in steps if v >= hi)})
+    return vals, [f"{v:g}" if v < 1e6 else f"{v:.0f}" for v in vals]
 
 
 def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:

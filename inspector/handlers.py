@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -28,7 +29,7 @@ import plotly.graph_objects as go
 
 from inspector import figures, render, state
 from retrieval.context import REFUSAL, Context, build_context
-from retrieval.corpora import open_for_turns
+from retrieval.corpora import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.query import QueryError, clean_query
@@ -48,10 +49,13 @@ CHOICES: dict[str, tuple[str, ...]] = {name: KNOBS[name].choices for name in CON
 
 _BASE: Settings | None = None
 _BASE_LOCK = threading.Lock()
-EXPORT_KEEP = 200  # newest exports kept on disk (the whole process, every session)
+EXPORT_KEEP = 200  # newest exports kept on disk (the whole process, every session together)
+EXPORT_KEEP_SESSION = 20  # newest exports kept per session
+EXPORT_IDLE_S = 2 * 3600  # a session folder with no new export for this long goes (a client that never said bye)
 _EXPORT_DIR: Path | None = None
 _EXPORT_LOCK = threading.Lock()
 _EXPORT_SEQ = itertools.count(1)
+_SESSION_DIRS: dict[str | None, tuple[Path, float]] = {}  # session hash -> (its export folder, last export time)
 
 
 def base_settings() -> Settings:
@@ -140,6 +144,7 @@ class Turn:
     result: RetrievalResult
     context: Context
     corpus: str = ""  # the session's active corpus ("" = the shipped cards at CORPUS_PATH)
+    refusal: str = REFUSAL  # what the assistant says on a refused turn: the corpus's own text
 
 
 def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> Turn:
@@ -151,11 +156,11 @@ def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> 
     """
     text = clean_query(query)
     settings = build_settings(controls)
-    retriever = open_for_turns(corpus, settings)
+    retriever, refusal = turn_corpus(corpus, settings)
     result = retriever.retrieve(query, settings)  # as typed: the result notes what normalising changed
-    ctx = build_context(result, retriever.by_id, settings.context_token_budget)
+    ctx = build_context(result, retriever.by_id, settings.context_token_budget, refusal)
     effective = {name: getattr(settings, name) for name in CONTROLS}  # None -> the base value actually used
-    return Turn(text, effective, settings, retriever, result, ctx, corpus or "")
+    return Turn(text, effective, settings, retriever, result, ctx, corpus or "", refusal)
 
 
 def _idle_view(message: str) -> TurnView:
@@ -186,7 +191,7 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
         bm25=render.render_branch(result, "bm25", chunks, colors, terms, common),
         dense=render.render_branch(result, "dense", chunks, colors, terms, common),
         rrf=render.render_fused(result, chunks, colors, terms, common),
-        reranked=render.render_final(result, chunks, colors, terms, REFUSAL, common),
+        reranked=render.render_final(result, chunks, colors, terms, turn.refusal, common),
         rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
@@ -369,7 +374,7 @@ def turn_record(turn: Turn, link: str | None = None) -> dict[str, Any]:
 def export_dir() -> Path:
     """This process's private export folder: made by ``mkdtemp`` (0700: no other user can list or read it), once per
     process, removed at exit. It sits in Gradio's cache folder, so Gradio serves an export from there instead of
-    keeping a second copy of every one."""
+    keeping a second copy of every one. It holds one folder per session (``session_export_dir``), never a file."""
     global _EXPORT_DIR
     with _EXPORT_LOCK:
         if _EXPORT_DIR is None or not _EXPORT_DIR.is_dir():
@@ -382,7 +387,42 @@ def export_dir() -> Path:
             except OSError:  # Gradio's cache folder is not ours to write: a private folder in the system temp
                 _EXPORT_DIR = Path(tempfile.mkdtemp(prefix="inspector-exports-"))
             atexit.register(shutil.rmtree, _EXPORT_DIR, ignore_errors=True)
+            _SESSION_DIRS.clear()
         return _EXPORT_DIR
+
+
+def current_session() -> str | None:
+    """The browser (or API client) session of the event being handled; None outside an event (tests, the CLI)."""
+    from gradio.context import LocalContext
+
+    return getattr(LocalContext.request.get(None), "session_hash", None) or None
+
+
+def session_export_dir(session: str | None) -> Path:
+    """The session's own export folder: a 0700 folder under ``export_dir()`` named by 32 random bytes
+    (``secrets.token_urlsafe``), nothing derived from the session, so no other visitor can guess it; Gradio serves
+    files by path but never lists a folder. Made at the session's first export, removed when the session ends
+    (``end_session``) or after ``EXPORT_IDLE_S`` without an export."""
+    root = export_dir()
+    with _EXPORT_LOCK:
+        known = _SESSION_DIRS.get(session)
+        if known is not None and known[0].is_dir():
+            folder = known[0]
+        else:
+            folder = root / secrets.token_urlsafe(32)
+            folder.mkdir(mode=0o700)
+            os.chmod(folder, 0o700)  # whatever the umask
+        _SESSION_DIRS[session] = (folder, time.time())
+        return folder
+
+
+def end_session(request: gr.Request | None = None) -> None:
+    """The session ended (its page closed: Gradio's ``unload``): remove its export folder and everything in it."""
+    session = getattr(request, "session_hash", None) or current_session()
+    with _EXPORT_LOCK:
+        known = _SESSION_DIRS.pop(session, None)
+    if known is not None:
+        shutil.rmtree(known[0], ignore_errors=True)
 
 
 def share_query(turn: Turn) -> str:
@@ -393,11 +433,13 @@ def share_query(turn: Turn) -> str:
 
 
 def export_turn(turn: Turn, link: str | None = None) -> str:
-    """Write the turn's JSON to a new file (0600, in ``export_dir()``) and return its path for the download button.
+    """Write the turn's JSON to a new file (0600, in the session's own folder, ``session_export_dir``) and return its
+    path for the download button.
 
-    The name carries a time and a sequence number, nothing of the turn; only the newest ``EXPORT_KEEP`` are kept.
+    The name carries a time and a sequence number, nothing of the turn; each session keeps its newest
+    ``EXPORT_KEEP_SESSION`` and the process its newest ``EXPORT_KEEP``.
     """
-    folder = export_dir()
+    folder = session_export_dir(current_session())
     path = folder / f"turn-{time.strftime('%Y%m%d-%H%M%S')}-{next(_EXPORT_SEQ):06d}.json"
     data = json.dumps(turn_record(turn, link), ensure_ascii=False, indent=2, default=str).encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -416,13 +458,26 @@ def export_last_turn(last_turn: dict[str, Any], link: str) -> str:
 
 
 def _prune_exports(folder: Path) -> None:
+    """Keep the session's newest ``EXPORT_KEEP_SESSION`` exports and the process's newest ``EXPORT_KEEP``; remove the
+    folders of sessions idle for ``EXPORT_IDLE_S`` (an API client never closes a page, so no ``unload`` comes)."""
+    now = time.time()
+    with _EXPORT_LOCK:
+        idle = [s for s, (path, used) in _SESSION_DIRS.items() if path != folder and now - used > EXPORT_IDLE_S]
+        stale = [_SESSION_DIRS.pop(s)[0] for s in idle]
+    for old in stale:
+        shutil.rmtree(old, ignore_errors=True)
+    _drop_oldest(folder.glob("turn-*.json"), EXPORT_KEEP_SESSION)
+    _drop_oldest(folder.parent.glob("*/turn-*.json"), EXPORT_KEEP)
+
+
+def _drop_oldest(paths: Any, keep: int) -> None:
     files = []
-    for path in folder.glob("turn-*.json"):
+    for path in paths:
         try:
             files.append((path.stat().st_mtime_ns, path.name, path))
         except FileNotFoundError:  # a concurrent session pruned it meanwhile
             continue
-    for *_, old in sorted(files)[:-EXPORT_KEEP]:
+    for *_, old in sorted(files)[:-keep]:
         old.unlink(missing_ok=True)
 
 

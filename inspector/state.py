@@ -27,7 +27,8 @@ MAX_PARAMS = 100
 
 @dataclass
 class PageState:
-    """What a link restores. ``a`` and ``b`` hold every control (defaults included)."""
+    """What a link restores. ``a`` and ``b`` hold every control (defaults included); ``preset`` is the preset B
+    started from (``retrieval.compare.PRESETS``), shown selected when the link is opened."""
 
     query: str = ""
     a: dict[str, Any] = field(default_factory=dict)
@@ -35,6 +36,7 @@ class PageState:
     compare: bool = False
     doc: str | None = None
     corpus: str | None = None
+    preset: str | None = None
 
 
 def _text(value: Any) -> str:
@@ -45,7 +47,9 @@ def _text(value: Any) -> str:
 
 def encode(state: PageState, defaults: Mapping[str, Any]) -> str:
     """The query string (with its leading ``?``) for ``state``: only controls that differ from ``defaults``, and the
-    corpus unless it is the shipped cards (what a link without one opens)."""
+    corpus unless it is the shipped cards (what a link without one opens). In compare mode B's preset is named
+    (``b=PRESET``) and B's controls that differ from the defaults or from the preset's values follow, so the link
+    restores B exactly even when B was edited after its preset."""
     pairs: list[tuple[str, str]] = []
     if state.query:
         pairs.append((TURN, state.query))
@@ -54,8 +58,11 @@ def encode(state: PageState, defaults: Mapping[str, Any]) -> str:
     pairs += [(name, _text(state.a[name])) for name in CONTROLS if name in state.a and state.a[name] != defaults[name]]
     if state.compare:
         pairs.append((COMPARE, "1"))
+        preset = preset_values(state.preset, state.a, defaults) if state.preset in PRESETS else defaults
+        if state.preset in PRESETS:
+            pairs.append((PRESET, state.preset))
         pairs += [(B_PREFIX + name, _text(state.b[name])) for name in CONTROLS
-                  if name in state.b and state.b[name] != defaults[name]]
+                  if name in state.b and (state.b[name] != defaults[name] or state.b[name] != preset[name])]
     if state.doc:
         pairs.append((DOC, state.doc))
     return "?" + urlencode(pairs) if pairs else ""
@@ -97,13 +104,14 @@ def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapp
             if raw in PRESETS:
                 preset, state.compare = raw, True
             else:
-                problems.append(f"b={raw!r} is not a preset (use one of {', '.join(PRESETS)}); ignored.")
+                problems.append(f"b={raw[:80]!r} is not a preset: ignored, B starts from the defaults.")
         elif key.startswith(B_PREFIX):
             b_changes.append((key[len(B_PREFIX):], raw))
             state.compare = True
         else:
             _apply(state.a, key, raw, defaults, allowed, problems, "")
     state.b = preset_values(preset, state.a, defaults) if preset else dict(defaults)
+    state.preset = preset
     for key, raw in b_changes:
         _apply(state.b, key, raw, defaults, allowed, problems, B_PREFIX)
     if explicit is not None:
@@ -120,14 +128,13 @@ def _apply(target: dict[str, Any], key: str, raw: str, defaults: Mapping[str, An
            allowed: Mapping[str, Sequence[Any]] | None, problems: list[str], prefix: str) -> None:
     spec = knob_for(key)
     if spec is None or spec.name not in CONTROLS:
-        problems.append(f"unknown link parameter {prefix + key!r} ignored: the page's controls are "
-                        f"{', '.join(CONTROLS)}.")
+        problems.append(f"unknown link parameter {(prefix + key)[:80]!r} ignored: no control has that name.")
         return
     try:
         value = spec.coerce(spec.parse(raw))
         if allowed and spec.name in allowed and value not in allowed[spec.name]:
-            raise ValueError(f"{spec.env}={raw!r} is not available here: use one of "
-                             f"{', '.join(map(str, allowed[spec.name]))}.")
+            raise ValueError(f"{spec.env}={raw[:80]!r} is not available here (the page's menu lists those that "
+                             "are).")
     except ValueError as exc:
         problems.append(f"link parameter {prefix + key}: {exc} The default "
                         f"{_text(defaults[spec.name])} is used.")

@@ -17,7 +17,7 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, corpus_words, data_tab, handlers, presenter, render
+from inspector import compare_view, corpus_words, data_tab, handlers, presenter, render, why_view
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from retrieval.formats import Limits
@@ -31,7 +31,8 @@ HEAD = "<style>" + (Path(__file__).with_name("head.css")).read_text(encoding="ut
 
 
 # Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
-# all of them when the server stops). Exports are also capped at handlers.EXPORT_KEEP and never copied.
+# all of them when the server stops). Exports live in one unguessable folder per session, removed when the page
+# closes, capped at handlers.EXPORT_KEEP_SESSION per session and handlers.EXPORT_KEEP in all, and never copied.
 DELETE_CACHE = (3600, 86400)
 # The Data tab's upload is the only control that takes a file: Gradio refuses anything larger than the corpus upload
 # limit (MAX_UPLOAD_MB) before it reaches the cache; the microphone route stays refused (RefuseUploads).
@@ -87,6 +88,7 @@ def build_app() -> gr.Blocks:
             with gr.Tab("Evaluation", id="evaluation"):
                 build_evaluation_tab(corpus=corpus)
         restore_links(app)  # opening a share link restores its state and runs the turn
+        app.unload(handlers.end_session)  # the page closed: its exports go with it
     return app
 
 
@@ -95,7 +97,7 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
     to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it).
 
-    The answer comes first: the corpus line, the turn row (with the three headline controls), the link's warning,
+    The answer comes first: the turn row (its label names the corpus) (with the three headline controls), the link's warning,
     the level badge and the four columns fill the first screen; every other control sits in a drawer (a Gradio
     Sidebar, closed by default), grouped; compare mode, charts, explain, context and export follow below."""
     words = corpus_words.words_for(None)
@@ -122,8 +124,12 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
         corpus.change(_corpus_changed, corpus, [examples.dataset, query, hint, tour["index"], tour["caption"]],
                       api_visibility="private")
 
+    with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
+        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
+
     def finish(app: gr.Blocks) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus)
+        apply_tune(app)  # the Evaluation tab's Tune / Apply sets A and B here
         presenter.wire_load(app, present)
         _newest_wins(app, slots, [outputs["status"], panel["link"]])
 

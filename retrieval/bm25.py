@@ -111,6 +111,7 @@ class BM25Index:
         self._chunks = list(chunks)
         self.tokenizer = tokenizer
         self._vocab: dict[str, int] = {}
+        self._eps = 0.0
         self._indptr = self._indices = self._data = self._id_rank = None
         self._empty = True
         n_docs = len(self._chunks)
@@ -129,7 +130,7 @@ class BM25Index:
         idf_sum = 0.0
         for value in idf_list:
             idf_sum += value
-        eps = EPSILON * (idf_sum / n_terms)
+        eps = self._eps = EPSILON * (idf_sum / n_terms)
         idf = np.array(idf_list, dtype=np.float64)
         idf[idf < 0] = eps
 
@@ -184,6 +185,14 @@ class BM25Index:
         if col is None:
             return 0
         return int(self._indptr[col + 1] - self._indptr[col])
+
+    def idf(self, term: str) -> float | None:
+        """The idf ``term`` is scored with (a negative one floored as rank_bm25 does), or None if no chunk holds it."""
+        df = self.document_frequency(term)
+        if not df:
+            return None
+        value = math.log(len(self._chunks) - df + 0.5) - math.log(df + 0.5)
+        return value if value >= 0 else self._eps
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
         """Every chunk's BM25 score for the analysed ``terms``: rank_bm25's ``get_scores``, bit for bit."""

@@ -38,6 +38,10 @@ class LRU:
             while len(self._data) > self._size:
                 self._data.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
     def __len__(self) -> int:
         return len(self._data)
 

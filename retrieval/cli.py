@@ -61,12 +61,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_corpus(p)
     add_common(p)
     p.set_defaults(func=run_query)
+    p = sub.add_parser("why", help="why is (or is not) this card among the final cards of this turn?",
+                       description="One card through every stage of one turn at the current settings: whole-corpus "
+                                   "BM25 and dense ranks, fusion, the cross-encoder, dedup, top_k, the threshold and "
+                                   "the refusal rule; the first stage that lost it and the smallest single change "
+                                   "of one control that brings it in (retrieval/why.py).")
+    p.add_argument("text", help="the user turn")
+    p.add_argument("card", metavar="CARD_ID", help="the card's id, or words of its title")
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.add_argument("--no-search", action="store_true", help="skip the search for the smallest single change")
+    add_corpus(p)
+    add_common(p)
+    p.set_defaults(func=run_why)
     p = sub.add_parser("index", help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
                                      ".txt/.md); without PATH, list the corpora",
-                       description="Validate a corpus, register it under DATA_DIR and embed it into its own Chroma "
+                       description="Validate a corpus, keep its cards in the Chroma store (CHROMA_PATH or CHROMA_HOST, "
+                                   "where every app process on that store lists it) and embed it into its own Chroma "
                                    "collection (resumes a cancelled or interrupted build).")
     p.add_argument("path", nargs="?", help="the file or folder to index (omit to list the corpora)")
     p.add_argument("--name", help="the corpus name (default: the file name)")
+    p.add_argument("--attach", metavar="COLLECTION", help="open a Chroma collection made elsewhere (documents + "
+                   "embeddings, in CHROMA_PATH or on CHROMA_HOST) as a corpus: its vectors are checked against "
+                   "--embedding-model (dimension, and a sample re-embedded), BM25 is built from its documents, and "
+                   "it is never written")
+    p.add_argument("--text-field", default="", help="with --attach: the metadata field holding each row's text "
+                   "(default: the documents)")
+    p.add_argument("--title-field", default="", help="with --attach: a metadata field holding a title that was "
+                   "embedded before the text (title + newline + text)")
+    p.add_argument("--delete", metavar="NAME", help="delete this corpus and its dense collections (any corpus of "
+                   "the store: uploaded from a page, indexed or attached; an attached collection itself is kept)")
     add_common(p)
     p.set_defaults(func=run_index)
 
@@ -85,12 +108,20 @@ def run_index(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     registry = Registry(settings)
-    if not args.path:
-        for entry in registry.entries():
-            print(entry.label() + f"  <- {entry.source}")
+    if args.delete:
+        print(registry.delete(args.delete))
         return 0
-    source = os.path.abspath(args.path)
-    data, new = registry.add(source, args.name, copy=os.path.isfile(source))
+    if not args.path and not args.attach:
+        for entry in registry.entries():
+            print(entry.label() + f"  <- {entry.source or entry.collection}")
+        return 0
+    if args.attach:
+        from retrieval.corpora import attach
+
+        data, new = attach(settings, args.attach, name=args.name, text_field=args.text_field,
+                           title_field=args.title_field)
+    else:
+        data, new = registry.add(os.path.abspath(args.path), args.name)
     print(f"{'registered' if new else 'already registered'}: {data.entry.label()}", file=sys.stderr)
     job = start_index(data, settings)
     while job.running:
@@ -126,6 +157,19 @@ def run_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_why(args: argparse.Namespace) -> int:
+    from retrieval.corpora import retriever_for
+    from retrieval.pipeline import get_retriever
+    from retrieval.why import explain, format_why
+
+    settings = settings_from_args(args)
+    data = corpus_from_args(args, settings)
+    retriever = get_retriever(settings) if data is None else retriever_for(data, settings)
+    why = explain(retriever, args.text, args.card, settings, search=not args.no_search)
+    print(json.dumps(why.to_dict(), ensure_ascii=False, indent=2) if args.json else format_why(why))
+    return 0
+
+
 def format_result(result) -> str:
     """A readable text table of one turn."""
     lines = [f"turn:   {result.query}", f"level:  {result.hybrid_path}  ({result.reason})", ""]
@@ -148,12 +192,18 @@ def format_result(result) -> str:
     return "\n".join(lines)
 
 
+def _judgments(sub: argparse._SubParsersAction) -> None:
+    from retrieval import judgments
+
+    judgments.register(sub)
+
+
 def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
     """The parser with the core's commands, then each ``registrars`` entry's (e.g. the evaluation tools')."""
     parser = argparse.ArgumentParser(prog="python -m retrieval", description="Hybrid retrieval (ADR-0022): query, "
                                      "evaluate, benchmark and teach BM25 + dense + RRF + cross-encoder.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (register, *registrars):
+    for add in (register, _judgments, *registrars):
         add(sub)
     return parser
 

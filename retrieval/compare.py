@@ -154,16 +154,23 @@ def summarize(a: RetrievalResult, b: RetrievalResult, titles: Mapping[str, str] 
         parts.append(f"A runs at level {a.hybrid_path}, B at level {b.hybrid_path} ({b.reason}).")
     parts.append(_first_card(a, b, {n for n, _, _ in changed}, name))
     diffs = diff_results(a, b)
-    moves = []
-    for stage, d in diffs.items():
-        if d.unchanged:
-            continue
-        c = d.counts()
-        bits = [f"{c['entered']} entered", f"{c['left']} left", f"{c['up'] + c['down']} moved"]
-        moves.append(f"{STAGE_NAMES[stage]}: " + ", ".join(bits))
+    moves = [f"{STAGE_NAMES[stage]}: {list_change(d)}" for stage, d in diffs.items() if not d.unchanged]
     parts.append(("Changes per stage: " + "; ".join(moves) + ".") if moves else "Every stage lists the same rows "
                  "in the same order.")
     return " ".join(p for p in parts if p)
+
+
+def list_change(d: ListDiff) -> str:
+    """What B did to A's list, in words: cut it (the same order, shorter), extended it (A's list, then more), or
+    changed it (entered, left, moved; with both lengths when they differ)."""
+    na, nb = len(d.a), len(d.b)
+    if nb < na and d.a[:nb] == d.b:
+        return f"B keeps {nb} of A's {na}: the same order, cut at {nb}"
+    if na < nb and d.b[:na] == d.a:
+        return f"B lists A's {na} in the same order, then {nb - na} more"
+    c = d.counts()
+    sizes = f" (A lists {na}, B {nb})" if na != nb else ""
+    return f"{c['entered']} entered, {c['left']} left, {c['up'] + c['down']} moved{sizes}"
 
 
 def _first_card(a: RetrievalResult, b: RetrievalResult, changed: set[str], name) -> str:
@@ -175,17 +182,16 @@ def _first_card(a: RetrievalResult, b: RetrievalResult, changed: set[str], name)
     if a_ids[:1] == [top.parent_id]:
         return f"Both rank {name(top.parent_id)} first."
     where = f"A ranks it #{a_ids.index(top.parent_id) + 1}" if top.parent_id in a_ids else "A does not return it"
-    return f"B ranks {name(top.parent_id)} first ({where}): " + _cause(b, top.chunk_id, changed, a.settings.get("rrf_k", 0), a.weights) + "."
+    return f"B ranks {name(top.parent_id)} first ({where}): " + _cause(a, b, top.chunk_id, changed) + "."
 
 
-def _cause(b: RetrievalResult, chunk_id: str, changed: set[str], a_k: int = 0,
-           a_weights: Mapping[str, float] | None = None) -> str:
+def _cause(a: RetrievalResult, b: RetrievalResult, chunk_id: str, changed: set[str]) -> str:
     reranked = next((h for h in b.reranked if h.chunk_id == chunk_id), None)
     if reranked is not None and reranked.fused_rank != 1:
         why = f"the cross-encoder moved it from fused #{reranked.fused_rank} to the top"
         knobs = sorted(changed & {"rerank_mode", "rerank_weight", "reranker_max_input"})
         mode = b.settings.get("rerank_mode")
-        return why + (f" (rerank mode {mode}; B changes {', '.join(knobs)})" if knobs else f" (rerank mode {mode})")
+        return why + f" (rerank mode {mode} in B" + (f"; B changes {', '.join(knobs)})" if knobs else ")")
     fused = next((h for h in b.fused if h.chunk_id == chunk_id), None)
     if fused is None:
         return "it is B's best card after parent dedup"
@@ -198,14 +204,13 @@ def _cause(b: RetrievalResult, chunk_id: str, changed: set[str], a_k: int = 0,
         return "it leads the fused list"
     rank = fused.branch_ranks.get(lead)
     weight = b.weights.get(lead, 0.0)
-    a_weights = a_weights or {}
     label = "BM25" if lead == "bm25" else "dense"
     why = [f"its {label} weight is {weight:g}, and it is {label}'s #{rank}" if rank else
            f"its {label} weight is {weight:g}"]
-    if f"{lead}_weight" in changed or "query_weighting" in changed:
-        why.append(f"A weighs {label} {a_weights.get(lead, 0.0):g} ({b.weight_reason or 'B: the configured weights'})")
+    if changed & {"bm25_weight", "dense_weight", "query_weighting"} or a.weights != b.weights:
+        why.append(_weights(a, b))
     if "rrf_k" in changed and b.settings.get("fusion") == "rrf":
-        k = b.settings.get("rrf_k", 0)
+        k, a_k = b.settings.get("rrf_k", 0), a.settings.get("rrf_k", 0)
         why.append(f"RRF k is {k} in B: " + ("a larger k flattens the gap between ranks, so appearing in both lists "
                                              "counts more than one #1" if k > a_k else
                                              "a smaller k widens the gap between ranks, so a list's #1 counts more"))
@@ -214,3 +219,15 @@ def _cause(b: RetrievalResult, chunk_id: str, changed: set[str], a_k: int = 0,
     if "fusion" in changed:
         why.append(f"B fuses with {b.settings.get('fusion')}")
     return "; ".join(why)
+
+
+def _weights(a: RetrievalResult, b: RetrievalResult) -> str:
+    """Each side's branch weights for this turn, each with its own side's reason (its turn weighting)."""
+    def w(r: RetrievalResult, branch: str) -> str:
+        return f"{r.weights.get(branch, 0.0):g}"
+
+    def why(r: RetrievalResult) -> str:
+        return r.weight_reason or "the configured weights"
+
+    return (f"A weighs BM25 {w(a, 'bm25')} and dense {w(a, 'dense')} ({why(a)}); "
+            f"B weighs them {w(b, 'bm25')} and {w(b, 'dense')} ({why(b)})")

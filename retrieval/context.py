@@ -118,7 +118,8 @@ def parent_texts(chunks: Iterable[Chunk]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str, Chunk], budget: int) -> Context:
+def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str, Chunk], budget: int,
+                  refusal: str = REFUSAL) -> Context:
     """The context for ``result``'s kept final cards, packed in rank order within ``budget`` tokens.
 
     Args:
@@ -126,6 +127,8 @@ def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str
         chunks: the retriever's sub-chunks (a sequence, or a ``chunk_id -> Chunk`` mapping); each final card's
             full text is rebuilt from all of its sub-chunks.
         budget: maximum approximate tokens (``CONTEXT_TOKEN_BUDGET``), at least 1.
+        refusal: what the assistant says when it refuses: the corpus's own text (the medication wording for the
+            shipped cards; see ``retrieval.corpora.CorpusEntry.refusal``).
 
     Raises:
         ValueError: ``budget`` is not a positive integer, or a final card has no sub-chunk in ``chunks``.
@@ -133,7 +136,7 @@ def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be a positive whole number of tokens (CONTEXT_TOKEN_BUDGET), got {budget!r}.")
     if result.refused or not result.final:
-        return _refusal(budget, "the turn is at level no_match" if result.refused else "no final card")
+        return _refusal(budget, "the turn is at level no_match" if result.refused else "no final card", refusal)
     values = chunks.values() if isinstance(chunks, Mapping) else chunks
     cards = parent_texts(values)
     kept: list[ContextCard] = []
@@ -153,11 +156,11 @@ def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str
             dropped.append(DroppedCard(hit.parent_id, title, hit.rank, tokens,
                                        f"needs {tokens} tokens, {budget - used} of {budget} left"))
     if not kept:
-        ctx = _refusal(budget, f"no final card fits the budget of {budget} tokens")
+        ctx = _refusal(budget, f"no final card fits the budget of {budget} tokens", refusal)
         return Context(ctx.text, (), tuple(dropped), ctx.tokens, budget, True, ctx.reason)
     text = "\n\n".join(c.block for c in kept)
     return Context(text, tuple(kept), tuple(dropped), count_tokens(text), budget, False)
 
 
-def _refusal(budget: int, reason: str) -> Context:
-    return Context(REFUSAL, (), (), count_tokens(REFUSAL), budget, True, reason)
+def _refusal(budget: int, reason: str, text: str = REFUSAL) -> Context:
+    return Context(text, (), (), count_tokens(text), budget, True, reason)

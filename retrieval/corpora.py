@@ -1,20 +1,26 @@
-"""The corpora a person can open: the shipped cards, every corpus indexed before (a registry under the data folder),
-and the BEIR folders found under the data root; plus the indexing jobs that build their stores.
+"""The corpora a person can open: the shipped cards, every corpus kept in the Chroma store (uploaded from the page,
+indexed by the CLI, or attached from a collection made elsewhere) and the BEIR folders found under the data root;
+plus the indexing jobs that build their stores.
 
-Each corpus gets its own Chroma collection, named by the fingerprint of its sub-chunks, the embedding model and the
-chunker (``retrieval.dense.DenseStore``), in the configured store (``CHROMA_PATH``, or the server at
-``CHROMA_HOST``): reopening a corpus, or uploading the same content again, reuses it. One indexing job runs per
-corpus and store (a second request attaches to it and sees the same progress), so a store is never written by two
-jobs at once; a job can be cancelled, and the next one resumes from what was stored.
+Chroma is the record (``retrieval.corpus_store``): each corpus's cards, labeled turns and metadata (format,
+fingerprint, counts, refusal text, when added, who may delete it) live in its record collection in the configured
+store (``CHROMA_PATH``, or the server at ``CHROMA_HOST``), so every process on that store lists and opens the same
+corpora, and nothing of a corpus is kept in a file of one process. Each corpus also gets a dense collection per
+embedding model, named by the fingerprint of its sub-chunks, the model and the chunker (``retrieval.dense.
+DenseStore``): reopening a corpus, or uploading the same content again, reuses it. One indexing job runs per corpus
+and store in a process (a second request attaches to it and sees the same progress); two processes indexing the
+same corpus write the same ids and vectors into the one collection. A job can be cancelled, and the next one
+resumes from what was stored.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
+import os
 import re
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from retrieval import corpus_store
+from retrieval.context import REFUSAL
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, Dataset, LabeledQuery, fingerprint, load_shipped, split_cards
 from retrieval.formats import Limits, LoadError, load_any
 from retrieval.settings import Settings
@@ -30,12 +38,15 @@ from retrieval.types import Card, Chunk
 log = logging.getLogger(__name__)
 
 SHIPPED = "shipped"
-REGISTRY_FILE = "corpora.json"
-UPLOADS = "uploads"
+LEGACY_REGISTRY = "corpora.json"  # the registry file of earlier versions: imported into the store once
+NEUTRAL_REFUSAL = ("I could not find this in the documents I have, so I will not guess. Could you rephrase, or ask "
+                   "about something they cover?")
+MAX_REFUSAL_CHARS = 1000
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _REGISTRY_LOCK = threading.RLock()
-_LOADED: dict[tuple[str, float], CorpusData] = {}  # (source, mtime) -> loaded corpus, shared by every session
+_LOADED: dict[tuple, CorpusData] = {}  # (source or record, stamp) -> loaded corpus, shared by every session
 _LOADED_KEEP = 8
+STORED = ("indexed", "attached")  # the kinds kept in the store
 
 
 @dataclass(frozen=True)
@@ -43,19 +54,34 @@ class CorpusEntry:
     """One corpus the page and the CLI can open."""
 
     name: str
-    kind: str  # "shipped", "indexed" (uploaded or `index`ed before), "beir" (found under the data root)
-    source: str  # the file or folder it is read from
+    kind: str  # "shipped", "indexed" (uploaded or `index`ed, kept in the store), "attached", "beir" (data root)
+    source: str  # the file or folder it is read from; for a corpus in the store, where it came from
     format: str
     fingerprint: str = ""  # of its sub-chunks (ids, titles, texts) and the chunker; "" until first loaded
     cards: int = 0
     chunks: int = 0
     turns: int = 0
     added: str = ""
+    refusal: str = NEUTRAL_REFUSAL  # what the assistant says when it refuses a turn on this corpus
+    origin: str = ""  # "page" (uploaded from the page), "cli" (`python -m retrieval index`), "attach"
+    owner: str = ""  # sha256 of the token of the browser session that uploaded it ("" = none may delete it)
+    model: str = ""  # attached: the embedding model of its collection
+    collection: str = ""  # attached: the Chroma collection it opens; else its record collection
 
     def label(self) -> str:
         size = f"{self.chunks:,} sub-chunks" if self.chunks else "not loaded yet"
         turns = f", {self.turns} labeled turns" if self.turns else ""
         return f"{self.name} ({self.kind}, {self.format}, {size}{turns})"
+
+    def may_delete(self, token: str | None) -> bool:
+        """True if the browser session holding ``token`` uploaded this corpus (the page may delete only those)."""
+        return (self.kind in STORED and self.origin in ("page", "attach") and bool(self.owner)
+                and owner_hash(token) == self.owner)
+
+
+def owner_hash(token: str | None) -> str:
+    """What the store keeps of a session's owner token: its SHA-256 (the token itself stays in the session)."""
+    return hashlib.sha256(token.encode()).hexdigest() if token else ""
 
 
 @dataclass(frozen=True)
@@ -70,61 +96,130 @@ class CorpusData:
     @property
     def key(self) -> str | None:
         """The corpus identity in the retriever key (None for the shipped cards: the CORPUS_PATH key as before)."""
-        return None if self.entry.kind == SHIPPED else f"corpus:{self.entry.fingerprint}"
+        if self.entry.kind == SHIPPED:
+            return None
+        if self.entry.kind == "attached":
+            return f"attach:{self.entry.collection}:{self.entry.fingerprint}"
+        return f"corpus:{self.entry.fingerprint}"
 
     def dataset(self) -> Dataset:
         return Dataset(name=self.entry.name, cards=self.cards, queries=self.queries, chunk_words=DEFAULT_CHUNK_WORDS)
 
 
 def sanitise(name: str, fallback: str = "corpus") -> str:
-    """A file-system and display-safe name: letters, digits, ``.``, ``_`` and ``-``, at most 60 characters."""
-    clean = _NAME.sub("-", name).strip(".-_")[:60]
+    """A file-system, display- and Chroma-safe name: letters, digits, ``.``, ``_`` and ``-``, no ``..``, at most 60
+    characters."""
+    clean = re.sub(r"\.{2,}", ".", _NAME.sub("-", name)).strip(".-_")[:60].strip(".-_")
     return clean or fallback
 
 
-class Registry:
-    """The corpora under one Settings' data folder and data root."""
+class _Changes:
+    """What changes the corpora of a store besides adding: the legacy import, delete, the refusal text. Who may
+    change what is decided here: the page only what its own session uploaded, the CLI anything of the store."""
+
+    settings: Settings
+    data_dir: Path
+    get: Any
+    add: Any
+    load: Any
+
+    def _import_legacy(self) -> None:
+        """Corpora registered by an earlier version in ``DATA_DIR/corpora.json``: added to the store once (the CLI
+        may delete them), then the file is renamed ``corpora.json.imported`` (0600)."""
+        path = self.data_dir / LEGACY_REGISTRY
+        if not path.is_file():
+            return
+        with _REGISTRY_LOCK:
+            if not path.is_file():
+                return
+            try:
+                rows = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                rows = []
+            done = path.with_name(path.name + ".imported")
+            path.replace(done)
+            os.chmod(done, 0o600)
+            for row in rows if isinstance(rows, list) else []:
+                source = Path(str(row.get("source", ""))) if isinstance(row, dict) else Path()
+                if isinstance(row, dict) and source.exists():
+                    try:
+                        self.add(source, str(row.get("name") or source.stem))
+                    except Exception as exc:
+                        log.warning("could not import %s from %s: %s", row.get("name"), done, exc)
+
+    # --------------------------------------------------------------------------------------------- changing
+    def _owned(self, name: str, token: str | None, page: bool, what: str) -> CorpusEntry:
+        entry = self.get(name)
+        if entry.kind not in STORED:
+            where = "the shipped corpus" if entry.kind == SHIPPED else "a folder under the data root"
+            raise ValueError(f"{entry.name!r} is {where}; only corpora uploaded or indexed here can {what}.")
+        if page and not entry.may_delete(token):
+            how = ("added from the command line" if not entry.owner
+                   else "uploaded or attached from another browser session")
+            raise ValueError(f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
+                             f"page (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)"
+                             if what == "be deleted" else
+                             f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
+                             "page.")
+        return entry
+
+    def delete(self, name: str, *, token: str | None = None, page: bool = False) -> str:
+        """Forget a corpus kept in the store: its record and its dense collections (an attached collection is never
+        dropped: it was made elsewhere). ``page``: asked from the page, allowed only to the session holding the
+        ``token`` its upload was given; the CLI (``page=False``) may delete any.
+
+        Raises:
+            ValueError: the shipped cards, a data-root folder, another session's corpus, or an unknown name.
+        """
+        return delete_corpus(self, self._owned(name, token, page, "be deleted"))
+
+    def set_refusal(self, name: str, text: str | None, *, token: str | None = None, page: bool = False) -> str:
+        """Keep ``text`` with the corpus as what the assistant says when it refuses a turn on it ("" or None: back to
+        the neutral default). The same rule as ``delete`` says who may change it.
+
+        Raises:
+            ValueError: not a corpus of the store, not this session's, or a text too long.
+        """
+        entry = self._owned(name, token, page, "change its refusal text")
+        clean = " ".join(str(text or "").split())
+        if len(clean) > MAX_REFUSAL_CHARS:
+            raise ValueError(f"the refusal text has {len(clean):,} characters; keep it under {MAX_REFUSAL_CHARS:,}.")
+        try:
+            corpus_store.update(self.settings, entry.name, refusal=clean)
+        except KeyError:
+            raise ValueError(f"corpus {entry.name!r} has been deleted (perhaps from another page or app process)."
+                             ) from None
+        return f"refusal text of {entry.name} " + ("set" if clean else "reset to the default")
+
+
+class Registry(_Changes):
+    """The corpora of one Settings' store (and data root)."""
 
     def __init__(self, settings: Settings, limits: Limits | None = None) -> None:
         self.settings = settings
         self.limits = limits or Limits.from_env()
         self.data_dir = Path(settings.data_dir)
         self.data_root = Path(settings.data_root) if settings.data_root else None
+        self.store_error = ""
 
     # --------------------------------------------------------------------------------------------- listing
-    def _read(self) -> list[dict[str, Any]]:
-        path = self.data_dir / REGISTRY_FILE
-        if not path.is_file():
-            return []
+    def _records(self, *, writing: bool = False, strict: bool = False) -> list[dict[str, Any]]:
+        """The corpus records in the store; a store that cannot be listed gives none (``strict``: raises)."""
+        self._import_legacy()
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))
-            return [r for r in rows if isinstance(r, dict) and "name" in r and "source" in r]
-        except (OSError, ValueError) as exc:
-            log.warning("corpus registry %s unreadable (%s); starting from an empty list", path, exc)
+            return corpus_store.records(self.settings, writing=writing)
+        except (corpus_store.StoreUnavailable, ValueError) as exc:
+            if strict:
+                raise ValueError(f"{exc}; no corpus can be added or deleted until it is reachable.") from exc
+            self.store_error = str(exc)
+            log.warning("%s", exc)
             return []
-
-    def _write(self, rows: list[dict[str, Any]]) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        path = self.data_dir / REGISTRY_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rows, ensure_ascii=False, indent=1), encoding="utf-8")
-        tmp.replace(path)
 
     def entries(self) -> list[CorpusEntry]:
-        """The shipped cards, the corpora indexed before, then the BEIR folders under the data root."""
-        shipped = CorpusEntry(SHIPPED, SHIPPED, str(self.settings.corpus_path), "cards-jsonl")
-        with _REGISTRY_LOCK:
-            indexed = [CorpusEntry(**{k: v for k, v in r.items() if k in CorpusEntry.__dataclass_fields__})
-                       for r in self._read()]
-        known = {Path(e.source).resolve() for e in indexed}
-        names = {SHIPPED, *(e.name for e in indexed)}
-        beir: list[CorpusEntry] = []
-        if self.data_root and self.data_root.is_dir():
-            for folder in sorted(self.data_root.iterdir()):
-                if (folder / "corpus.jsonl").is_file() and folder.resolve() not in known:
-                    name = folder.name if folder.name not in names else f"{folder.name}-beir"
-                    beir.append(CorpusEntry(name, "beir", str(folder), "beir"))
-        return [shipped, *indexed, *beir]
+        """The shipped cards, the corpora in the store, then the BEIR folders under the data root."""
+        shipped = CorpusEntry(SHIPPED, SHIPPED, str(self.settings.corpus_path), "cards-jsonl", refusal=REFUSAL)
+        stored = [entry_of(r) for r in self._records()]
+        return [shipped, *stored, *beir_folders(self.data_root, stored)]
 
     def get(self, name_or_path: str | None, *, paths: bool = False) -> CorpusEntry:
         """The entry called ``name_or_path`` (None or "" = the shipped cards); with ``paths`` (the CLI, run by the
@@ -140,11 +235,13 @@ class Registry:
         if found is not None:
             return found
         names = ", ".join(e.name for e in entries)
+        gone = (" If it was listed before, it has been deleted (perhaps from another page or app process)."
+                + (f" The store is unreachable: {self.store_error}." if self.store_error else ""))
         if not paths:
             raise ValueError(f"no corpus named {wanted[:80]!r}: choose one of {names} (the Data tab lists them; "
-                             "upload a file there to add one).")
+                             "upload a file there to add one)." + gone)
         raise ValueError(f"no corpus named {wanted!r}: choose one of {names}, or give the path of a file or folder "
-                         "(index it first with `python -m retrieval index PATH`).")
+                         "(index it first with `python -m retrieval index PATH`)." + gone)
 
     # --------------------------------------------------------------------------------------------- loading
     def open(self, name_or_path: str | None, *, paths: bool = False) -> CorpusData:
@@ -152,43 +249,66 @@ class Registry:
         return self.load(self.get(name_or_path, paths=paths))
 
     def load(self, entry: CorpusEntry) -> CorpusData:
-        """The entry's cards, sub-chunks and labeled turns (validated; cached while the source is unchanged).
+        """The entry's cards, sub-chunks and labeled turns (validated; cached while the source is unchanged): a
+        corpus in the store is read from it page by page, anything else from its file or folder.
 
         Raises:
             LoadError / CorpusError: the source does not load; the message names the file, line and field.
         """
+        if entry.kind in STORED:
+            return self._load_stored(entry)
         source = Path(entry.source)
         try:
             stamp = source.stat().st_mtime
         except OSError:
-            raise LoadError([f"{entry.name}: its source {source} is gone. Delete the corpus and upload it "
-                             "again."]) from None
+            raise LoadError([f"{entry.name}: its source {source} is gone."]) from None
         cache_key = (str(source), stamp)
-        with _REGISTRY_LOCK:
-            cached = _LOADED.get(cache_key)
+        cached = _cached(cache_key)
         if cached is not None and cached.entry.name == entry.name:
             return cached
         cards, queries, fmt = _read(entry.kind, source, self.limits)
         chunks = tuple(split_cards(cards, DEFAULT_CHUNK_WORDS))
         entry = dataclasses.replace(entry, format=fmt, fingerprint=fingerprint(chunks), cards=len(cards),
                                     chunks=len(chunks), turns=len(queries))
-        data = CorpusData(entry, tuple(cards), chunks, tuple(queries))
-        with _REGISTRY_LOCK:
-            if len(_LOADED) >= _LOADED_KEEP:
-                _LOADED.pop(next(iter(_LOADED)))
-            _LOADED[cache_key] = data
-        return data
+        return _remember(cache_key, CorpusData(entry, tuple(cards), chunks, tuple(queries)))
+
+    def _load_stored(self, entry: CorpusEntry) -> CorpusData:
+        cache_key = ("store", self.settings.chroma_host or self.settings.chroma_path, entry.name, entry.fingerprint,
+                     entry.added)
+        cached = _cached(cache_key)
+        if cached is not None:
+            return dataclasses.replace(cached, entry=entry)  # the refusal text may have changed since
+        if entry.kind == "attached":
+            from retrieval.attach import read_attached
+
+            chunks, cards = read_attached(self.settings, entry)
+            queries: list[LabeledQuery] = []
+        else:
+            try:
+                _, cards, queries = corpus_store.read(self.settings, entry.name)
+            except KeyError:
+                raise ValueError(f"corpus {entry.name!r} has been deleted (perhaps from another page or app "
+                                 "process): pick another in the Data tab.") from None
+            chunks = split_cards(cards, DEFAULT_CHUNK_WORDS)
+            if fingerprint(chunks) != entry.fingerprint:
+                raise LoadError([f"{entry.name}: the cards kept in {corpus_store.where(self.settings)} do not give "
+                                 f"the fingerprint recorded with them ({fingerprint(chunks)} != {entry.fingerprint})"
+                                 ": delete the corpus and upload it again."])
+        return _remember(cache_key, CorpusData(entry, tuple(cards), tuple(chunks), tuple(queries)))
 
     # --------------------------------------------------------------------------------------------- adding
-    def add(self, path: str | Path, name: str | None = None, *, display: str | None = None,
-            copy: bool = False) -> tuple[CorpusData, bool]:
-        """Validate a file or folder and register it; ``copy`` stores the file under the data folder (uploads).
+    def add(self, path: str | Path, name: str | None = None, *, display: str | None = None, copy: bool = False,
+            owner: str | None = None) -> tuple[CorpusData, bool]:
+        """Validate a file or folder and keep its cards and labeled turns in the store. ``copy``: it is an upload
+        from the page (its temporary file is read, nothing of it is kept on disk), deletable from the page only by
+        the session holding ``owner`` (a secret token); otherwise the CLI indexed it and the page never deletes it.
 
-        Returns the loaded corpus and whether it was new (False: the same content was registered before, and that
-        entry, with its store, is reused). A file that does not validate changes nothing.
+        Returns the loaded corpus and whether it was new (False: the same content is in the store already, and
+        that corpus, with its dense collections, is reused). A file that does not validate changes nothing.
 
         Raises:
-            LoadError: every problem found (file, line or row, field).
+            LoadError: every problem found (file, line or row, field), or the MAX_CORPORA limit.
+            ValueError: the store cannot be reached.
         """
         path = Path(path)
         shown = display or path.name
@@ -196,35 +316,101 @@ class Registry:
         chunks = split_cards(loaded.cards, DEFAULT_CHUNK_WORDS)
         fp = fingerprint(chunks)
         with _REGISTRY_LOCK:
-            rows = self._read()
+            rows = self._records(writing=True, strict=True)
             for row in rows:
-                if row.get("fingerprint") == fp and Path(row["source"]).exists():
-                    return self.load(self.get(row["name"])), False
+                if row.get("fingerprint") == fp and row.get("state") == "ready" and row.get("origin") != "attach":
+                    return self.load(entry_of(row)), False
             if len(rows) >= self.limits.max_corpora:
                 raise LoadError([f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
                                  f"{self.limits.max_corpora}); delete one in the Data tab first."])
-            base = sanitise(name or Path(shown).stem)
-            taken = {SHIPPED, *(r["name"] for r in rows), *(e.name for e in self.entries() if e.kind == "beir")}
-            final, n = base, 2
-            while final in taken:
-                final, n = f"{base}-{n}", n + 1
-            source = path.resolve()
-            if copy:
-                folder = self.data_dir / UPLOADS
-                folder.mkdir(parents=True, exist_ok=True)
-                suffix = "".join(s for s in path.suffixes[-1:] if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", s)).lower()
-                source = folder / f"{final}-{fp[:8]}{suffix}"
-                shutil.copyfile(path, source)
-            entry = CorpusEntry(final, "indexed", str(source), loaded.format, fp, len(loaded.cards), len(chunks),
-                                len(loaded.queries), time.strftime("%Y-%m-%dT%H:%M:%S"))
-            rows.append(dataclasses.asdict(entry))
-            self._write(rows)
-        return self.load(entry), True
+            taken = {SHIPPED, *(e.name for e in beir_folders(self.data_root, []))}
+            meta = {"format": loaded.format, "fingerprint": fp, "cards": len(loaded.cards), "chunks": len(chunks),
+                    "turns": len(loaded.queries), "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "origin": "page" if copy else "cli", "owner": owner_hash(owner) if copy else "", "refusal": "",
+                    "source": "" if copy else str(path.resolve())}
+            final = corpus_store.create(self.settings, sanitise(name or Path(shown).stem), taken, meta,
+                                        loaded.cards, loaded.queries)
+        entry = entry_of({**meta, "name": final, "collection": corpus_store.PREFIX + final})
+        data = CorpusData(entry, tuple(loaded.cards), tuple(chunks), tuple(loaded.queries))
+        return _remember(("store", self.settings.chroma_host or self.settings.chroma_path, final, fp, entry.added),
+                         data), True
 
-    def delete(self, name: str) -> str:
-        """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections (see
-        ``delete_corpus``)."""
-        return delete_corpus(self, name)
+
+def entry_of(row: dict[str, Any]) -> CorpusEntry:
+    """The entry of a record's metadata (``corpus_store.records``)."""
+    attached = row.get("origin") == "attach"
+    return CorpusEntry(
+        name=str(row["name"]), kind="attached" if attached else "indexed", source=str(row.get("source", "")),
+        format=str(row.get("format", "")), fingerprint=str(row.get("fingerprint", "")),
+        cards=int(row.get("cards", 0)), chunks=int(row.get("chunks", 0)), turns=int(row.get("turns", 0)),
+        added=str(row.get("added", "")), refusal=str(row.get("refusal") or NEUTRAL_REFUSAL),
+        origin=str(row.get("origin", "")), owner=str(row.get("owner", "")), model=str(row.get("model", "")),
+        collection=str(row.get("attached") if attached else row["collection"]))
+
+
+def beir_folders(data_root: Path | None, stored: list[CorpusEntry]) -> list[CorpusEntry]:
+    """The BEIR folders under the data root (not indexed into the store), named apart from ``stored``."""
+    if not (data_root and data_root.is_dir()):
+        return []
+    known = {e.source for e in stored if e.source}
+    names = {SHIPPED, *(e.name for e in stored)}
+    found: list[CorpusEntry] = []
+    for folder in sorted(data_root.iterdir()):
+        if (folder / "corpus.jsonl").is_file() and str(folder.resolve()) not in known:
+            name = folder.name if folder.name not in names else f"{folder.name}-beir"
+            found.append(CorpusEntry(name, "beir", str(folder), "beir"))
+    return found
+
+
+def attach(settings: Settings, collection: str, *, name: str | None = None, text_field: str = "",
+           title_field: str = "", limits=None, owner: str | None = None):
+    """Check the collection against ``settings.embedding_model`` and keep a record of it in the store.
+
+    Returns the corpus (``CorpusData``) and whether it was new (False: this collection was attached before, with
+    the same model). ``owner``: the token of the browser session that attached it from the page (only it may
+    forget it there); the CLI gives none.
+
+    Raises:
+        ValueError: no such collection, rows without text, or vectors that are not the model's (``AttachMismatch``,
+            naming the mismatch).
+    """
+    from retrieval.attach import cards_of, read_collection
+    from retrieval.dense import AttachMismatch, attach_problem
+    from retrieval.encoders import canonical_embedder, load_embedder
+
+    if collection.startswith(corpus_store.PREFIX) or collection.startswith("chunks-"):
+        raise ValueError(f"{collection!r} is one of this app's own collections: open its corpus by name instead.")
+    chunks, vectors = read_collection(settings, collection, text_field, title_field, embeddings=True)
+    embedder = load_embedder(settings.embedding_model)
+    problem = attach_problem(embedder, chunks, vectors)
+    if problem:
+        raise AttachMismatch(f"collection {collection!r} cannot be searched with {embedder.name}: {problem}.")
+    model = canonical_embedder(settings.embedding_model)
+    fp = fingerprint(chunks, "attach", collection, model)
+    registry = Registry(settings, limits)
+    for row in corpus_store.records(settings):
+        if row.get("attached") == collection and row.get("model") == model:
+            return registry.open(str(row["name"])), False
+    meta = {"format": "chroma-collection", "fingerprint": fp, "cards": len(cards_of(chunks)),
+            "chunks": len(chunks), "turns": 0, "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "origin": "attach",
+            "owner": owner_hash(owner), "refusal": "", "source": "", "attached": collection, "model": model,
+            "text_field": text_field, "title_field": title_field}
+    taken = {SHIPPED, *(e.name for e in beir_folders(registry.data_root, []))}
+    final = corpus_store.create(settings, sanitise(name or collection), taken, meta, (), ())
+    return registry.open(final), True
+
+
+def _cached(key: tuple) -> CorpusData | None:
+    with _REGISTRY_LOCK:
+        return _LOADED.get(key)
+
+
+def _remember(key: tuple, data: CorpusData) -> CorpusData:
+    with _REGISTRY_LOCK:
+        if len(_LOADED) >= _LOADED_KEEP:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = data
+    return data
 
 
 def _read(kind: str, source: Path, limits: Limits) -> tuple[Sequence[Card], Sequence[LabeledQuery], str]:
@@ -241,39 +427,35 @@ def _read(kind: str, source: Path, limits: Limits) -> tuple[Sequence[Card], Sequ
 
 
 def _by_path(wanted: str, entries: list[CorpusEntry]) -> CorpusEntry | None:
-    """The registered entry read from the file or folder ``wanted``, a new "path" entry for it, or None."""
+    """The entry read from the file or folder ``wanted``, a new "path" entry for it, or None."""
     path = Path(wanted).expanduser()
     if not path.exists():
         return None
     for entry in entries:
-        if Path(entry.source).resolve() == path.resolve():
+        if entry.kind not in STORED and Path(entry.source).resolve() == path.resolve():
             return entry
     return CorpusEntry(sanitise(path.stem if path.is_file() else path.name), "path", str(path.resolve()), "")
 
 
-def delete_corpus(self: Registry, name: str) -> str:
-    """Forget an indexed corpus: its registry row, its stored upload and its Chroma collections.
-
-    Raises:
-        ValueError: the shipped cards or a data-root folder (not ours to delete), or an unknown name.
-    """
-    entry = self.get(name)
-    if entry.kind != "indexed":
-        raise ValueError(f"{entry.name!r} is {'the shipped corpus' if entry.kind == SHIPPED else 'a folder under the data root'}; "
-                         "only corpora uploaded or indexed here can be deleted.")
+def delete_corpus(self: Registry, entry: CorpusEntry) -> str:
+    """Forget a corpus of the store: its record and (unless attached) its dense collections."""
     job = job_for_entry(entry.name)
     if job is not None and job.running:
         raise ValueError(f"{entry.name!r} is being indexed; cancel the job first.")
-    dropped = drop_collections(self.settings, self.load(entry).chunks) if Path(entry.source).exists() else 0
-    with _REGISTRY_LOCK:
-        self._write([r for r in self._read() if r["name"] != entry.name])
-    source = Path(entry.source)
-    if source.is_file() and (self.data_dir / UPLOADS).resolve() in source.resolve().parents:
-        source.unlink()
-    forget_retrievers(f"corpus:{entry.fingerprint}")
+    dropped = 0
+    if entry.kind == "indexed":
+        try:
+            dropped = drop_collections(self.settings, self.load(entry).chunks)
+        except (ValueError, LoadError):
+            pass  # deleted meanwhile, or its cards no longer load: the record still goes
+    if not corpus_store.drop(self.settings, entry.name):
+        return f"{entry.name} was already deleted (perhaps from another page or app process)"
+    forget_retrievers(CorpusData(entry, (), (), ()).key or "")
     with _JOBS_LOCK:
         for key in [k for k, j in _JOBS.items() if j.name == entry.name]:
             _JOBS.pop(key)
+    if entry.kind == "attached":
+        return f"deleted {entry.name} (its collection {entry.collection} was made elsewhere and is kept)"
     return f"deleted {entry.name} ({dropped} Chroma collection{'s' if dropped != 1 else ''} removed)"
 
 
@@ -284,19 +466,34 @@ def collection_names(chunks: tuple[Chunk, ...] | list[Chunk], models: list[str])
 
 
 def drop_collections(settings: Settings, chunks) -> int:
-    from retrieval.dense import chroma_client
     from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 
     models = sorted({*BUNDLED_EMBEDDERS, canonical_embedder(settings.embedding_model), settings.embedding_model})
-    client = (chroma_client(host=settings.chroma_host, port=settings.chroma_port) if settings.chroma_host
-              else chroma_client(path=settings.chroma_path))
+    client = corpus_store.client_for(settings)
     existing = {c.name if hasattr(c, "name") else str(c) for c in client.list_collections()}
     dropped = 0
     for name in collection_names(chunks, models):
         if name in existing:
-            client.delete_collection(name)
-            dropped += 1
+            try:
+                client.delete_collection(name)
+                dropped += 1
+            except Exception as exc:  # another process dropped it first
+                log.warning("could not drop %s: %s", name, exc)
     return dropped
+
+
+def is_indexed(data: CorpusData, settings: Settings) -> bool:
+    """True if the store already holds this corpus's complete dense collection for these settings' model (indexed
+    by this process before, or by another one): opening it embeds nothing."""
+    if data.key is None or data.entry.kind == "attached":
+        return True
+    from retrieval.encoders import canonical_embedder
+
+    name = collection_names(data.chunks, [canonical_embedder(settings.embedding_model)])[0]
+    try:
+        return corpus_store.client_for(settings).get_collection(name).count() == len(data.chunks)
+    except Exception:
+        return False
 
 
 def forget_retrievers(corpus_key: str) -> None:
@@ -307,40 +504,65 @@ def forget_retrievers(corpus_key: str) -> None:
             pipeline._RETRIEVERS.pop(key, None)
 
 
+def settings_for(data: CorpusData, settings: Settings) -> Settings:
+    """The settings a corpus is indexed and searched with: an attached collection's own embedding model."""
+    if data.entry.kind == "attached" and data.entry.model:
+        return settings.replace(embedding_model=data.entry.model)
+    return settings
+
+
 def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel=None):
     """The process-wide retriever over this corpus (built, and its store indexed, on first use)."""
     from retrieval.pipeline import get_retriever
 
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
-    return get_retriever(settings, progress=progress, chunks=data.chunks, corpus_key=data.key, cancel=cancel)
+    attach = data.entry.collection if data.entry.kind == "attached" else None
+    return get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks, corpus_key=data.key,
+                         cancel=cancel, attach=attach)
 
 
 def open_for_turns(name: str | None, settings: Settings):
-    """The retriever a turn runs on for the corpus ``name`` (None or "shipped": the cards at CORPUS_PATH).
+    """The retriever a turn runs on for the corpus ``name`` (``turn_corpus``'s first half)."""
+    return turn_corpus(name, settings)[0]
+
+
+def turn_corpus(name: str | None, settings: Settings):
+    """The retriever a turn runs on for the corpus ``name`` (None or "shipped": the cards at CORPUS_PATH) and the
+    corpus's refusal text. A corpus whose dense collection the store holds complete (indexed here or by another
+    process) is opened; a turn never starts an indexing job (the Data tab or ``python -m retrieval index`` does).
 
     Raises:
-        ValueError: unknown corpus, or one not indexed yet for these settings' embedding model and store (a turn
-            never starts an indexing job; the Data tab or ``python -m retrieval index`` does).
+        ValueError: unknown (or deleted) corpus, or one not indexed yet for these settings' embedding model.
     """
     from retrieval.pipeline import get_retriever
 
     if not name or name == SHIPPED:
-        return get_retriever(settings)
+        return get_retriever(settings), REFUSAL
     data = Registry(settings).open(name)
-    if not is_ready(data, settings):
+    if not is_ready(data, settings) and not is_indexed(data, settings):
         raise ValueError(f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
                          "in the Data tab and wait for its progress bar to reach 100%.")
-    return retriever_for(data, settings)
+    return retriever_for(data, settings), data.entry.refusal
 
 
 def open_within(data: CorpusData, settings: Settings, seconds: float) -> dict[str, Any] | None:
-    """Open the corpus's store (or index it) for a share link, waiting at most ``seconds``: None once it is ready,
-    else the job's snapshot (still running, or failed with its error). A store already on disk reopens in seconds;
-    a corpus never indexed starts (or joins) its job, which the Data tab shows."""
+    """Open the corpus's store for a share link, waiting at most ``seconds``: None once it is ready, else the
+    snapshot of this process's job (still running, or failed with its error). A link never starts indexing: a
+    corpus whose store is not complete is refused, and a person starts its indexing in the Data tab.
+
+    Raises:
+        ValueError: the corpus is not indexed yet (and no job of this process is indexing it).
+    """
     if data.key is None or is_ready(data, settings):
         return None
-    snap = start_index(data, settings).wait(seconds)
+    job = job_for(data, settings)
+    if job is None or not job.running:
+        if not is_indexed(data, settings):
+            raise ValueError(f"is not indexed yet for {settings.embedding_model}: a link opens only corpora "
+                             "already indexed; open it in the Data tab to index it.")
+        job = start_index(data, settings)  # its collection is complete: this opens it, embedding nothing
+    snap = job.wait(seconds)
     return None if snap["status"] == "done" else snap
 
 
@@ -358,7 +580,7 @@ def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
     from retrieval.pipeline import has_retriever
 
-    return has_retriever(settings, data.key)
+    return has_retriever(settings_for(data, settings), data.key)
 
 
 # ------------------------------------------------------------------------------------------------ jobs
@@ -433,7 +655,7 @@ def start_index(data: CorpusData, settings: Settings) -> IndexJob:
     A corpus whose retriever is already built gets a job that is done at once."""
     from retrieval.pipeline import retriever_key
 
-    key = retriever_key(settings, data.key)
+    key = retriever_key(settings_for(data, settings), data.key)
     with _JOBS_LOCK:
         job = _JOBS.get(key)
         if job is not None and (job.running or job.status == "done"):
@@ -448,7 +670,7 @@ def job_for(data: CorpusData, settings: Settings) -> IndexJob | None:
     from retrieval.pipeline import retriever_key
 
     with _JOBS_LOCK:
-        return _JOBS.get(retriever_key(settings, data.key))
+        return _JOBS.get(retriever_key(settings_for(data, settings), data.key))
 
 
 def job_for_entry(name: str) -> IndexJob | None:

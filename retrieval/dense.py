@@ -249,8 +249,12 @@ class _ResumableBuild:
         def flush() -> None:
             if pending:
                 batch = [self._chunks[i] for i in pending]
-                collection.add(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
-                               metadatas=[{"parent_id": c.parent_id} for c in batch])
+                # upsert: another process indexing the same corpus writes the same ids and vectors (the
+                # embedders are deterministic), so both end with one complete collection
+                collection.upsert(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
+                                  documents=[c.text for c in batch],
+                                  metadatas=[{"parent_id": c.parent_id, "title": c.title, "lang": c.lang}
+                                             for c in batch])
                 pending.clear()
 
         progress(done, total)  # where this build starts (a resumed one starts at what the store held)
@@ -297,6 +301,17 @@ class _ResumableBuild:
                 rows[cid] = np.asarray(emb, dtype=np.float32)
         return rows
 
+    @staticmethod
+    def _foreign_ids(collection, ids: set[str]) -> int:
+        """How many ids stored in the collection are not in ``ids`` (read page by page, ids only)."""
+        foreign, lo = 0, 0
+        while True:
+            got = collection.get(limit=1000, offset=lo, include=[])
+            foreign += sum(1 for cid in got["ids"] if cid not in ids)
+            if len(got["ids"]) < 1000:
+                return foreign
+            lo += 1000
+
     def _verify_sample(self, have: dict[str, np.ndarray]) -> str:
         """Why the vectors of a partial collection cannot be kept ("" if they can): not unit length, or a sample
         that does not re-embed to its stored vector."""
@@ -313,6 +328,29 @@ class _ResumableBuild:
         return ""
 
 
+class AttachMismatch(ValueError):
+    """An attached collection's vectors are not the named model's embeddings of its texts (or of another size)."""
+
+
+def attach_problem(embedder: Embedder, chunks: Sequence[Chunk], stored: np.ndarray) -> str:
+    """Why ``stored`` (one vector per chunk, in order) cannot be searched with ``embedder`` ("" if it can): vectors
+    of another dimension, or a sample of texts that does not re-embed to its stored vectors."""
+    if stored.ndim != 2 or stored.shape[1] != embedder.dim:
+        dim = stored.shape[1] if stored.ndim == 2 else 0
+        return (f"its vectors have {dim} dimensions but {embedder.name} makes {embedder.dim}: it was embedded with "
+                "another model; name that one with --embedding-model")
+    n = len(stored)
+    for i in np.unique(np.linspace(0, n - 1, min(n, VERIFY_REEMBED)).astype(int)):
+        fresh = embedder.embed_document(chunks[i].indexed_text)
+        norm = float(np.linalg.norm(stored[i])) or 1.0
+        cosine = float(np.dot(fresh, stored[i]) / norm)
+        if cosine < 0.99:
+            return (f"the stored vector of {chunks[i].chunk_id!r} is not {embedder.name}'s embedding of its text "
+                    f"(cosine {cosine:.3f}): it was embedded with another model (name it with --embedding-model) or "
+                    "from other text (--text-field, --title-field)")
+    return ""
+
+
 class DenseStore(_ResumableBuild):
     """A Chroma collection keyed by model + corpus fingerprint, and the chunk embeddings kept in memory for the
     similarity threshold. A restart with the same corpus and model reuses the collection; a changed one rebuilds;
@@ -320,7 +358,7 @@ class DenseStore(_ResumableBuild):
     """
 
     def __init__(self, chunks: Sequence[Chunk], embedder: Embedder, client, *, progress: Progress | None = None,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, attach: str | None = None):
         self.embedder = embedder
         self.cancel = cancel
         self.resumed_from = 0
@@ -328,10 +366,11 @@ class DenseStore(_ResumableBuild):
         self._chunks = list(chunks)
         self._by_id = {c.chunk_id: c for c in self._chunks}
         self.fingerprint = fingerprint(self._chunks, embedder.name)
-        self.collection_name = f"chunks-{self.fingerprint}"
+        self.collection_name = attach or f"chunks-{self.fingerprint}"
         self.built = False
         self.index_seconds = 0.0
-        self.collection = self._open_or_build(progress)
+        self.space = "cosine"
+        self.collection = self._open_attached() if attach else self._open_or_build(progress)
         self._row = {c.chunk_id: i for i, c in enumerate(self._chunks)}
 
     def __len__(self) -> int:
@@ -355,9 +394,10 @@ class DenseStore(_ResumableBuild):
             # Same fingerprint, fewer vectors: a build that was cancelled or died part-way. Keep what it stored
             # (if every stored id belongs to this corpus and a sample re-embeds to its stored vector) and embed
             # only the missing sub-chunks; anything else rebuilds from scratch.
-            have = self._read_present(collection, ids)
-            problem = (f"{count - len(have)} stored ids are not sub-chunks of this corpus" if len(have) != count
-                       else self._verify_sample(have))
+            foreign = self._foreign_ids(collection, set(ids))  # (not count - len(have): another process may
+            have = self._read_present(collection, ids)  # be adding to the same collection right now)
+            problem = (f"{foreign} stored ids are not sub-chunks of this corpus" if foreign
+                       else self._verify_sample(have) if have else "")
             if problem:
                 log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
                             "rebuilding it", self.collection_name, count, len(ids), problem)
@@ -371,6 +411,23 @@ class DenseStore(_ResumableBuild):
             collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
         self.embeddings = self._embed_missing(collection, have, progress or stderr_progress)
         self.built = True
+        return collection
+
+    def _open_attached(self):
+        """A collection made elsewhere (``--attach``): read, checked against the embedder, never written."""
+        collection = self.client.get_collection(self.collection_name)
+        got = self._read_embeddings(collection, [c.chunk_id for c in self._chunks])
+        if got is None:
+            raise AttachMismatch(f"collection {self.collection_name!r} changed since it was attached (ids are "
+                                 "missing): attach it again")
+        problem = attach_problem(self.embedder, self._chunks, got)
+        if problem:
+            raise AttachMismatch(f"collection {self.collection_name!r}: {problem}")
+        config = getattr(collection, "configuration", None) or {}
+        self.space = str((config.get("hnsw") or {}).get("space") or (collection.metadata or {}).get("hnsw:space")
+                         or "l2")
+        norms = np.linalg.norm(got, axis=1, keepdims=True)
+        self.embeddings = got / np.where(norms > 0, norms, 1.0)
         return collection
 
     def _verify(self, collection, stored: np.ndarray) -> str:
@@ -416,7 +473,10 @@ class DenseStore(_ResumableBuild):
             include=["distances"],
         )
         pairs = sorted(zip(got["ids"][0], got["distances"][0]), key=lambda p: (p[1], p[0]))
-        return [Hit(chunk_id=cid, parent_id=self._by_id[cid].parent_id, rank=r, score=1.0 - float(dist))
+        # cosine and ip distances are 1 - cosine for unit vectors; squared l2 (an attached collection's default
+        # space) is 2 - 2 cosine
+        half = 0.5 if self.space == "l2" else 1.0
+        return [Hit(chunk_id=cid, parent_id=self._by_id[cid].parent_id, rank=r, score=1.0 - half * float(dist))
                 for r, (cid, dist) in enumerate(pairs, start=1)]
 
     def similarity(self, query_vector: np.ndarray, chunk_id: str) -> float:
@@ -427,7 +487,7 @@ class DenseStore(_ResumableBuild):
 # ------------------------------------------------------------------------------------------ the branch
 def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str, chroma_host: str | None = None,
                chroma_port: int = 8000, progress: Progress | None = None,
-               cancel: threading.Event | None = None) -> DenseStore:
+               cancel: threading.Event | None = None, attach: str | None = None) -> DenseStore:
     """The dense store for ``chunks`` on a Chroma server (``chroma_host``) or embedded at ``chroma_path``.
 
     An embedded store that cannot be opened (corrupted or half-written files) has its own files (database and
@@ -440,7 +500,9 @@ def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str,
     """
     if chroma_host:
         return DenseStore(chunks, embedder, chroma_client(host=chroma_host, port=chroma_port), progress=progress,
-                          cancel=cancel)
+                          cancel=cancel, attach=attach)
+    if attach:  # a collection made elsewhere: opened as it is, never moved aside or rebuilt
+        return DenseStore(chunks, embedder, chroma_client(path=chroma_path), attach=attach)
     check_store_path(chroma_path)  # a configuration error: never "recovered" by moving the user's files
     try:
         with opening_guard(chroma_path):  # survives a crash inside Chroma on damaged files
@@ -464,8 +526,10 @@ class DenseBranch:
     """
 
     def __init__(self, chunks: Sequence[Chunk], settings: Settings, *, embedder: Embedder | None = None,
-                 progress: Progress | None = None, cancel: threading.Event | None = None) -> None:
+                 progress: Progress | None = None, cancel: threading.Event | None = None,
+                 attach: str | None = None) -> None:
         self.chunks = chunks
+        self.attach = attach
         self._cancel = cancel
         self.settings = settings
         self.embedder = embedder
@@ -494,9 +558,10 @@ class DenseBranch:
             return
         try:
             self.store = open_store(self.chunks, self.embedder, chroma_path=s.chroma_path, chroma_host=s.chroma_host,
-                                    chroma_port=s.chroma_port, progress=self._progress, cancel=self._cancel)
+                                    chroma_port=s.chroma_port, progress=self._progress, cancel=self._cancel,
+                                    attach=self.attach)
             self.error = ""
-        except (IndexingCancelled, StorePathError):
+        except (IndexingCancelled, StorePathError, AttachMismatch):
             raise  # the caller asked to stop, or CHROMA_PATH is wrong: no retriever is built
         except Exception as exc:
             where = f"Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
@@ -526,6 +591,15 @@ class DenseBranch:
         found = cached(cache, ("dense", store.embedder.name, store.fingerprint, query, depth),
                        lambda: store.search(qvec.value, depth))
         return found.value, {"embed_query": qvec.ms, "chroma_query": found.ms}
+
+    def search_cached(self, query: str, depth: int, cache: LRU) -> tuple[list[Hit], dict[str, float]] | None:
+        """``search``'s answer when ``cache`` already holds it (a moved control that changes no branch list), found
+        without a thread, a model or Chroma; else None."""
+        store, embedder = self.store, self.embedder
+        if store is None or embedder is None or cache.get(("qvec", embedder.name, query)) is None:
+            return None
+        hits = cache.get(("dense", store.embedder.name, store.fingerprint, query, depth))
+        return None if hits is None else (hits, {"embed_query": 0.0, "chroma_query": 0.0})
 
     def similarity_to(self, query: str, cache: LRU) -> tuple[Callable[[str], float] | None, str]:
         """A function chunk id -> cosine with the turn, or (None, why the threshold cannot be applied)."""

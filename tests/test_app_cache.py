@@ -2,15 +2,20 @@
 refused (issue 13, defect 8; the Data tab's corpus upload is the one control that takes a file, issue 10).
 
 ``python app.py`` runs with its own GRADIO_TEMP_DIR (Gradio's cache folder), so every file the app leaves there is
-counted: a turn makes one export in the app's private folder, never a second copy of it elsewhere in the cache,
-and that folder keeps at most ``handlers.EXPORT_KEEP`` (checked in tests/test_exports.py).
+counted: a turn makes one export in its session's folder inside the app's private folder, never a second copy of
+it elsewhere in the cache, and that folder keeps at most ``handlers.EXPORT_KEEP`` (checked in tests/test_exports.py).
+
+Exports are private to their session (issue 19, defect 1): a second client cannot fetch the first one's export by
+any path it can see or guess, no folder is listable, and a session's exports go when it ends.
 """
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -73,7 +78,55 @@ def test_reruns_leave_one_file_each_in_the_cache_never_a_copy(app):
         list(pool.map(session, range(sessions)))
     runs = sessions * each
     files = _cached_files(app)
-    folders = {p.parent for p in files}
+    folders = {p.parent.parent for p in files}  # each session's folder sits in the app's one export folder
     assert len(files) - before <= runs, f"{len(files) - before} new files in Gradio's cache after {runs} turns"
     assert len(folders) == 1 and next(iter(folders)).name.startswith("inspector-exports-"), sorted(folders)
     assert len(files) <= EXPORT_KEEP
+
+
+def _fetch(app, path: str | Path) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"{app.url}gradio_api/file={path}", timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def _export_path(value) -> Path:
+    return Path(value["path"] if isinstance(value, dict) else value)
+
+
+SECRET = "GlucoSense GS-40 error E-07 for Jane Roe"
+
+
+def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its_session_ends(app):
+    """Two API clients, each its own session: B sees its own export's path (and so the process's folder), and with
+    it tries every path an attacker could list or guess: the folders themselves, A's file name in B's folder and
+    in the process folder, and neighbouring sequence numbers. None serves A's turn. A's folder goes when A leaves."""
+    from gradio_client import Client
+
+    alice = Client(app.url, verbose=False, download_files=False)
+    mine = _export_path(alice.predict(SECRET, api_name="/run_turn")[-1])
+    bob = Client(app.url, verbose=False, download_files=False)
+    try:
+        seen = bob.predict(TURN, api_name="/run_turn")
+        theirs = _export_path(seen[-1])
+        assert _fetch(app, theirs)[0] == 200  # a client fetches its own export
+        stem, seq = theirs.stem.rsplit("-", 1)
+        guesses = [theirs.parent, theirs.parent.parent, theirs.parent / mine.name, theirs.parent.parent / mine.name]
+        guesses += [folder / f"{stem}-{int(seq) + d:06d}.json" for d in range(-3, 4) if d
+                    for folder in (theirs.parent, theirs.parent.parent)]
+        for guess in guesses:
+            status, body = _fetch(app, guess)
+            assert SECRET.encode() not in body and status != 200, f"{guess} answered {status}"
+        assert mine.parent != theirs.parent and mine.parent.parent == theirs.parent.parent
+        assert mine.parent.name not in repr(seen), "B's answer names A's folder"
+        assert _fetch(app, mine)[0] == 200  # only its own unguessable path serves A's export
+    finally:
+        bob.close()
+    alice.close()  # the page goes away: Gradio's unload runs and removes A's folder
+    deadline = time.monotonic() + 60
+    while mine.parent.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not mine.parent.exists(), "A's exports outlived its session"
+    assert _fetch(app, mine)[0] != 200

@@ -26,7 +26,7 @@ def report(tmp_path_factory):
     queries.write_text("".join(json.dumps({"id": f"q{i}", "text": t, "lang": "en", "category": "mixed",
                                            "relevant": {}}) + "\n" for i, t in enumerate(TURNS)))
     env = dict(os.environ, CORPUS_PATH=str(MINI_CARDS), CHROMA_PATH=str(tmp / "unused"), MIN_SIMILARITY="0.3")
-    out = subprocess.run([sys.executable, "-m", "retrieval", "bench", "--json", "--runs", "2", "--scale", "12",
+    out = subprocess.run([sys.executable, "-m", "retrieval", "bench", "--json", "--runs", "2", "--scale", "12", "--before",
                           "--queries", str(queries)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert not (tmp / "unused").exists(), "the bench must use its own temporary store, not CHROMA_PATH"
@@ -60,8 +60,22 @@ def test_cached_control_change_reruns_no_model(report):
     control = report["cached_control_ms"]
     assert control["rrf_k"][0] == Settings.from_env().rrf_k != control["rrf_k"][1] and control["n"] == 6
     assert set(control["model_calls"]) == {"OnnxEmbedder.embed_query", "BM25Index.search", "DenseStore.search",
-                                           "OnnxCrossEncoder.score"}
+                                           "OnnxCrossEncoder.score", "OnnxCrossEncoder.score_many"}
     assert sum(control["model_calls"].values()) == 0
+
+
+def test_full_turn_over_reference_floor_is_a_field_of_its_own(report):
+    """Issue 20's measure: the full turn p50 over the reference floor's p50 (the bare model, one two-thread session,
+    one pair per call) of the same run, and the before/after of the pipeline in that run."""
+    assert report["full_turn_p50_ms"] == report["turn_ms"]["p50"]
+    assert report["reference_floor_p50_ms"] == report["rerank_floor_ms"]["p50"] > 0
+    assert report["turn_over_floor"] == round(report["full_turn_p50_ms"] / report["reference_floor_p50_ms"], 3)
+    assert report["turn_over_floor_target"] == 0.5
+    assert "two intra-op threads" in report["rerank_floor_note"]
+    assert report["before"]["turn_ms"]["n"] == report["before"]["rerank_ms"]["n"] == 6
+    assert report["prescore_wait_ms"]["n"] == 6
+    table = format_table(report)
+    assert "Full turn p50 / reference floor p50" in table and "before: full turn scored as before issue 20" in table
 
 
 def test_scale_section_replicates_the_corpus(report):

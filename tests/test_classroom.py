@@ -157,6 +157,20 @@ def test_k_curve_figure_failsafe():
     assert broken.layout.annotations and "could not be drawn" in broken.layout.annotations[0].text
 
 
+def test_k_curve_log_axis_labels_read_as_plain_numbers():
+    """Plotly's own log ticks over less than three decades read "5, 2, 0.1, 5, 2, 0.01": the axis says where
+    its ticks are and what they read, covering every value drawn."""
+    from inspector.classroom import k_curve_figure
+
+    fig = k_curve_figure(60)
+    axis = fig.layout.yaxis
+    assert axis.type == "log" and axis.tickmode == "array"
+    assert list(axis.ticktext) == ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5"]
+    assert [float(t) for t in axis.ticktext] == list(axis.tickvals)
+    drawn = [y for trace in fig.data for y in trace.y]
+    assert min(axis.tickvals) <= min(drawn) * 2 and max(drawn) <= max(axis.tickvals) * 2
+
+
 def test_tab_builds_inside_blocks():
     import gradio as gr
 
@@ -166,7 +180,7 @@ def test_tab_builds_inside_blocks():
         with gr.Tab("RRF classroom"):
             build_classroom_tab()
     ids = {getattr(b, "elem_id", None) for b in app.blocks.values()}
-    assert {"rrf-k", "rrf-terms", "rrf-curve", "raw-fusions", "rrf-list-0", "rrf-weight-2"} <= ids
+    assert {"class-rrf-k", "rrf-terms", "rrf-curve", "raw-fusions", "rrf-list-0", "rrf-weight-2"} <= ids
     table = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "rrf-terms")
     assert f"{1 / 61 + 1 / 62:.6f}" in table.value  # filled on load
 
@@ -203,7 +217,7 @@ def test_classroom_in_a_real_browser(classroom_app):
         terms = page.locator("#rrf-terms")
         expect(terms).to_contain_text("1/(60+1) + 1/(60+2)", timeout=30_000)
         expect(terms).to_contain_text(f"{1 / 61 + 1 / 62:.6f}")
-        k_box = page.locator("#rrf-k input[type=number]")
+        k_box = page.locator("#class-rrf-k input[type=number]")
         k_box.fill("1")
         k_box.press("Enter")
         expect(terms).to_contain_text("1/(1+1) + 1/(1+2)", timeout=30_000)

@@ -4,6 +4,7 @@ presets, and the per-list relevance metrics against the evaluator's own."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -88,9 +89,38 @@ def test_summary_attributes_the_new_first_card_to_the_dense_weight():
     assert "dense_weight 1 → 3" in text
     assert "B ranks Zeta card (z) first (A ranks it #2)" in text
     assert "its dense weight is 3, and it is dense's #1" in text
-    assert "A weighs dense 1" in text
+    assert "A weighs BM25 1 and dense 1" in text and "B weighs them 1 and 3" in text
     assert "Both run at level full." in text
     assert "the fused list:" in text and "BM25" not in text.split("Changes per stage:")[1]
+
+
+def test_summary_attributes_each_side_s_weights_to_its_own_weighting():
+    """A's turn weighting (auto: a long turn, dense x3) against B's (off): each reason goes with its own side."""
+    a_s = Settings(rrf_k=10, bm25_weight=1.0, dense_weight=1.0, reranker_max_input=0, query_weighting="auto")
+    b_s = a_s.replace(query_weighting="off")
+    a = replace(result(a_s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 3.0}),
+                weight_reason="long plain-language turn: dense weight x3")
+    b = replace(result(b_s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 1.0}),
+                weight_reason="fixed weights (QUERY_WEIGHTING=off)")
+    assert stage_ids(a, "final")[0] == "z" and stage_ids(b, "final")[0] == "y"
+    text = summarize(a, b)
+    assert "query_weighting auto → off" in text and "its BM25 weight is 1, and it is BM25's #1" in text
+    assert ("A weighs BM25 1 and dense 3 (long plain-language turn: dense weight x3); B weighs them 1 and 1 "
+            "(fixed weights (QUERY_WEIGHTING=off))") in text
+
+
+def test_summary_tells_a_shortened_or_lengthened_list_from_a_changed_one():
+    s = Settings(rrf_k=10, reranker_max_input=0)
+    long_bm25, long_dense = ["a#0", "b#0", "c#0", "d#0", "e#0"], ["c#0", "a#0", "f#0", "g#0"]
+    a = result(s, long_bm25, long_dense, 10, {"bm25": 1.0, "dense": 1.0})
+    b = result(s.replace(candidate_multiplier=1), long_bm25[:3], ["c#0", "f#0", "a#0"], 10,
+               {"bm25": 1.0, "dense": 1.0})
+    text = summarize(a, b).split("Changes per stage: ")[1]
+    assert "BM25: B keeps 3 of A's 5: the same order, cut at 3" in text
+    assert "dense: 0 entered, 1 left, 2 moved (A lists 4, B 3)" in text
+    text = summarize(b, a).split("Changes per stage: ")[1]
+    assert "BM25: B lists A's 3 in the same order, then 2 more" in text
+    assert "entered" not in text.split(";")[0]
 
 
 def test_summary_attributes_to_the_cross_encoder_and_to_the_level():
@@ -101,6 +131,7 @@ def test_summary_attributes_to_the_cross_encoder_and_to_the_level():
     assert "reranker_max_input 0 → 20" in text
     assert "A runs at level rrf_only, B at level full" in text
     assert "B ranks w first (A does not return it): the cross-encoder moved it from fused #4 to the top" in text
+    assert f"(rerank mode {s.rerank_mode} in B; B changes reranker_max_input)" in text
 
 
 def test_summary_of_identical_results_says_so():

@@ -127,24 +127,59 @@ def data_root_ui(tmp_path, mini_settings):
 
 
 def test_a_link_opens_its_corpus_or_says_why_not(data_root_ui, monkeypatch):
-    """corpus= in a link: a name the Data tab lists is opened for the session (waiting for its store), a corpus still
-    indexing or unknown leaves the shipped cards and says so; a path is never opened."""
+    """corpus= in a link: a name the Data tab lists is opened for the session once it is indexed; a corpus never
+    indexed (a link never starts indexing, issue 19 defect 2), still indexing or unknown leaves the shipped cards and
+    says so; a path is never opened."""
     import gradio as gr
 
-    from retrieval.corpora import Registry, job_for
+    from retrieval.corpora import Registry, job_for, start_index
 
     monkeypatch.setattr(compare_view, "LINK_WAIT_S", 0.0)
+    registry = Registry(handlers.base_settings())
+    data = registry.load(registry.get("set"))
+    value, problem = compare_view.link_corpus("set")
+    assert value == gr.skip() and "a link opens only corpora already indexed; open it in the Data tab" in problem
+    assert job_for(data, handlers.base_settings()) is None  # the link started nothing
+    job = start_index(data, handlers.base_settings())  # a person asked in the Data tab
     value, problem = compare_view.link_corpus("set")
     assert value == gr.skip() and "corpus='set' is still being indexed here" in problem and "/200 sub-chunks" in problem
-    registry = Registry(handlers.base_settings())
-    job_for(registry.load(registry.get("set")), handlers.base_settings()).wait(600)
+    job.wait(600)
     assert compare_view.link_corpus("set") == ("set", None)
     for bad in ("nope", "/etc/passwd", str(data_root_ui / "eval" / "set")):
         value, problem = compare_view.link_corpus(bad)
-        assert value == gr.skip() and "no corpus named" in problem and "The shipped cards are shown instead." in problem
+        assert value == gr.skip() and f"no corpus named {bad!r} here" in problem
+        assert problem.endswith("The shipped cards are shown instead.")
+        # only what the link asked for: the names of the server's other corpora are not a link's business
+        assert "'set'" not in problem and "set," not in problem and "shipped," not in problem
     assert compare_view.link_corpus("") == (gr.skip(), None)
     # compare mode on that corpus: both sides run on it, its labeled turn marks the relevant card, the link names it
     html, _, kept, link, _ = compare_view.refresh("dose 7 with water", True, {}, {}, None, "",
                                                   *values(), *values(rrf_k=60), "set")
     assert "corpus=set" in link and "nDCG@10" in html and 'data-id="d7#0"' in html
     assert all(h.parent_id.startswith("d") for h in kept["b"]["result"].final)
+
+
+def test_a_link_keeps_b_s_preset_and_reopening_selects_it(ui):
+    """B from a preset: the page's link says b=PRESET, and opening it puts the preset back in B's dropdown with
+    B's values (a real starlette request carrying the link as its Referer, as the browser sends it)."""
+    from starlette.requests import Request
+
+    import gradio as gr
+    from retrieval.compare import preset_values
+    from retrieval.settings import CONTROLS
+
+    defaults = handlers.default_controls()
+    b = preset_values("ADR recipe", defaults, defaults)
+    _, _, _, link, _ = compare_view.refresh(TURN, False, {}, {}, None, "http://h/", *values(),
+                                            *(b[n] for n in CONTROLS), "", None, "ADR recipe")
+    assert "b=" not in link and "compare" not in link  # compare off: no B in the link
+    _, _, _, link, _ = compare_view.refresh(TURN, True, {}, {}, None, "http://h/", *values(),
+                                            *(b[n] for n in CONTROLS), "", None, "ADR recipe")
+    assert "b=ADR+recipe" in link and "compare=1" in link
+    request = gr.Request(Request({"type": "http", "method": "GET", "path": "/", "query_string": b"",
+                                  "headers": [(b"referer", link.encode()), (b"host", b"h")]}))
+    restored = compare_view.restore(request)
+    n = len(CONTROLS)
+    assert restored[0] == TURN and restored[1 + n] is True and restored[-1] == "ADR recipe"
+    assert dict(zip(CONTROLS, restored[2 + n: 2 + 2 * n])) == b
+    assert restored[-5] == ""  # no problem to report

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from retrieval import corpora
 from retrieval.corpora import Registry, sanitise, start_index
 from retrieval.corpus import split_cards
 from retrieval.formats import Limits, LoadError, load_any
@@ -230,8 +231,12 @@ def test_registry_lists_shipped_indexed_and_beir_and_reuses_same_content(registr
     upload = jsonl(tmp_path / "upload-xyz.jsonl", [CARD])
     data, new = reg.add(upload, display="my cards.jsonl", copy=True)
     assert new and data.entry.name == "my-cards" and data.entry.kind == "indexed"
-    stored = Path(data.entry.source)
-    assert stored.parent == tmp_path / "data" / "uploads" and stored.read_bytes() == upload.read_bytes()
+    assert data.entry.source == "" and not (tmp_path / "data" / "uploads").exists()  # the store keeps it, no file
+    upload.unlink()  # the upload's temporary file goes away: the corpus opens from the store alone
+    corpora._LOADED.clear()
+    fresh = Registry(registry_settings).load(Registry(registry_settings).get("my-cards"))
+    assert fresh.cards == data.cards and fresh.chunks == data.chunks and fresh.entry.fingerprint == data.entry.fingerprint
+    upload = jsonl(upload, [CARD])
     again, new = reg.add(upload, display="other name.jsonl", copy=True)
     assert not new and again.entry.name == "my-cards"
     assert [e.name for e in Registry(registry_settings).entries()] == ["shipped", "my-cards", "tiny"]
@@ -266,7 +271,7 @@ def test_index_job_shared_by_two_requests_then_query_then_delete(registry_settin
     assert {h.chunk_id for h in result.bm25.hits} <= {"c1#0", "c2#0"}
     message = reg.delete(data.entry.name)
     assert message == f"deleted {data.entry.name} (1 Chroma collection removed)"
-    assert [e.name for e in reg.entries()] == ["shipped", "tiny"] and not Path(data.entry.source).exists()
+    assert [e.name for e in reg.entries()] == ["shipped", "tiny"]
     with pytest.raises(ValueError, match="only corpora uploaded or indexed here can be deleted"):
         reg.delete("shipped")
 

@@ -85,6 +85,7 @@ def test_a_link_with_rrf_k_60_and_b_tuned_defaults(context, server):
     expect()(pg.locator("#rrf-k input[type=number]")).to_have_value("60")
     expect()(pg.locator("#b-rrf-k input[type=number]")).to_have_value(str(DEFAULTS.rrf_k))
     expect()(pg.locator("#compare-on input")).to_be_checked()
+    expect()(pg.locator("#b-preset input")).to_have_value("tuned defaults")  # the link's b=PRESET, selected
     expect()(pg.locator("#list-rrf .formula").first).to_contain_text("/(60+", timeout=TIMEOUT_MS)
     wait_compare(pg)
     expect()(pg.locator("#cmp-summary")).to_contain_text(f"rrf_k 60 → {DEFAULTS.rrf_k}")
@@ -109,7 +110,7 @@ def test_a_link_with_rrf_k_60_and_b_tuned_defaults(context, server):
     # The link follows the page; the copied link reproduces it in a fresh browser context.
     expect()(pg.locator("#share-link textarea")).to_have_value(re.compile(r"b\.rrf_k=1(&|$)"))
     shared = pg.locator("#share-link textarea").input_value()
-    assert "rrf_k=60" in shared and "b.rrf_k=1" in shared and "compare=1" in shared
+    assert "rrf_k=60" in shared and "b.rrf_k=1" in shared and "compare=1" in shared and "b=tuned+defaults" in shared
     pg.locator("#copy-link").click()
     copied = pg.evaluate("navigator.clipboard.readText()")
     assert copied == shared and copied.startswith(server)
@@ -125,6 +126,7 @@ def test_a_link_with_rrf_k_60_and_b_tuned_defaults(context, server):
         again = open_page(fresh, copied)
         wait_compare(again)
         expect()(again.locator("#cmp-summary")).to_have_text(summary, timeout=TIMEOUT_MS)
+        expect()(again.locator("#b-preset input")).to_have_value("tuned defaults")
         assert {s: again.locator(f"#cmp-{s}-{side}").text_content() for s in ("rrf", "final")
                 for side in ("a", "b")} == cols
         clean(again)

@@ -281,6 +281,7 @@ def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser
         bad = open_page(context, server.url + "?" + urlencode({"q": "water", "corpus": "/etc/passwd"}))
         expect()(bad.locator("#link-message")).to_contain_text("no corpus named '/etc/passwd'")
         expect()(bad.locator("#link-message")).to_contain_text("The shipped cards are shown instead.")
+        expect()(bad.locator("#link-message")).not_to_contain_text("tinybeir")  # only what the link asked for
         expect()(bad.locator("#hybrid-path .turn")).to_contain_text("water")
         assert "root:" not in bad.content()
         tab(bad, "Data")
@@ -335,10 +336,17 @@ def test_two_sessions_keep_their_own_corpus(browser, server, files):
 
 
 def test_delete_a_corpus_and_its_store_then_screenshot(page, files):
-    upload(page, files["csv"])  # indexed by an earlier test: the same content is reused and ready at once
+    upload(page, files["csv"])  # uploaded by an earlier session: the same content is reused and ready at once
     expect()(page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
+    page.locator("#corpus-delete").click()  # not this session's upload (issue 19, defect 2): refused
+    expect()(page.locator("#data-message")).to_contain_text("'team-kb' was uploaded or attached from another browser session")
+    expect()(page.locator("#active-corpus")).to_contain_text("team-kb")
+    handout = files["csv"].with_name("handout.csv")
+    handout.write_text("ID,Title,Text\nh-1,Handout,Bring the handout to the clinic visit.\n", encoding="utf-8")
+    upload(page, handout)  # this session's own upload: it may delete it
+    expect()(page.locator("#active-corpus")).to_contain_text("handout", timeout=300_000)
     page.locator("#corpus-delete").click()
-    expect()(page.locator("#data-message")).to_contain_text("Deleted team-kb (1 Chroma collection removed)")
+    expect()(page.locator("#data-message")).to_contain_text("Deleted handout (1 Chroma collection removed)")
     expect()(page.locator("#active-corpus")).to_contain_text("shipped")
     upload(page, files["broken"])  # the screenshot shows a refused upload's message and the picker
     expect()(page.locator("#data-message")).to_contain_text("own cards.jsonl:2")

@@ -191,3 +191,14 @@ def test_evaluation_charts_escape_names_from_a_report_file():
     assert "<a href" not in metrics.layout.title.text and "&lt;a href" in metrics.layout.title.text
     cats = category_figure(report, ["rrf"])
     assert list(cats.data[0].x) == ["&lt;b&gt;cat&lt;/b&gt; (1)"]
+
+
+def test_log_ticks_are_plain_numbers_in_one_two_five_steps():
+    vals, text = figures.log_ticks(0.0045, 0.5)
+    assert text == ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5"]
+    assert vals == [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
+    assert figures.log_ticks(1, 150)[1] == ["1", "2", "5", "10", "20", "50", "100"]
+    assert figures.log_ticks(0.0046, 0.0049)[1] == ["0.002", "0.005"]  # no step inside: the two around it
+    assert figures.log_ticks(0.0046, 0.0051)[1] == ["0.002", "0.005", "0.01"]
+    with pytest.raises(ValueError, match="positive"):
+        figures.log_ticks(0, 1)

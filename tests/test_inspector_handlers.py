@@ -211,6 +211,20 @@ def test_the_app_exposes_run_turn_with_plain_inputs_and_the_stable_ids(ui):
     assert tabs[0] == "Inspector"
 
 
+def test_every_elem_id_on_the_page_is_unique(ui):
+    """An id names one element: two components sharing one (the inspector's and the classroom's k slider both
+    were ``rrf-k``) make ``#id`` selectors, labels and CSS hit the wrong one."""
+    from collections import Counter
+
+    from inspector.ui import build_app
+
+    config = build_app().get_config_file()
+    ids = Counter(c.get("props", {}).get("elem_id") for c in config["components"])
+    ids.pop(None, None)
+    assert len(ids) > 50
+    assert [i for i, n in ids.items() if n > 1] == []
+
+
 def test_an_unknown_embedding_model_is_a_message_not_a_download(ui):
     with pytest.warns(UserWarning):
         view = ui.run_turn(TURN, embedding_model="some-org/huge-model")

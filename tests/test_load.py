@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 import socket
 import threading
@@ -221,9 +222,19 @@ def outside() -> list[Any]:
         yield seen
 
 
+@dataclass(frozen=True)
+class Running:
+    url: str
+
+
 @pytest.fixture(scope="module")
 def app(outside, tmp_path_factory):
-    """The real app on the shipped corpus with a temporary Chroma, launched once for the module."""
+    """The real app on the shipped corpus with a temporary Chroma, launched once for the module; with ``LOAD_URL``
+    set (e.g. the reverse proxy of ``scripts/scale_out.py``, in front of one or more apps on the shipped corpus with
+    the same patient budgets) the sessions go there instead, and nothing is launched."""
+    if os.environ.get("LOAD_URL"):
+        yield Running(os.environ["LOAD_URL"].rstrip("/") + "/")
+        return
     if not SHIPPED.exists() or not QUERIES.exists():
         pytest.skip(f"the load test runs the shipped corpus: {SHIPPED} and {QUERIES} are needed")
     work = tmp_path_factory.mktemp("load")
@@ -259,9 +270,12 @@ def test_twenty_concurrent_sessions_match_their_lone_runs(app, outside, tmp_path
 
     # 1. Each job alone, one after the other: its reference answer.
     lone = _client(app.url, tmp_path / "alone")
-    references = []
+    references, alone = [], []
     for job in jobs:
-        ref = answer(_predict(lone, job))
+        start = time.perf_counter()
+        out = _predict(lone, job)
+        alone.append(time.perf_counter() - start)
+        ref = answer(out)
         assert_own_settings(job, ref)
         references.append(ref)
     # The jobs really differ: a server that ignored the settings could not pass the checks below.
@@ -295,12 +309,15 @@ def test_twenty_concurrent_sessions_match_their_lone_runs(app, outside, tmp_path
 
     # 3. Latency: reported, not asserted.
     report = {"n": N_JOBS, "p50_s": round(percentile(latency, 50), 3), "p95_s": round(percentile(latency, 95), 3),
-              "max_s": round(max(latency), 3), "wall_s": round(wall, 3)}
+              "max_s": round(max(latency), 3), "wall_s": round(wall, 3),
+              "turns_per_s": round(N_JOBS / wall, 3), "alone_p50_s": round(percentile(alone, 50), 3)}
     line = (f"load: n={report['n']} p50={report['p50_s']:.3f}s p95={report['p95_s']:.3f}s "
             f"max={report['max_s']:.3f}s wall={report['wall_s']:.3f}s")
     print(f"\n{line}")
     record_property("load_latency", line)
     (tmp_path / "load_latency.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if os.environ.get("LOAD_REPORT"):  # where scripts/scale_out.py reads it
+        Path(os.environ["LOAD_REPORT"]).write_text(json.dumps(report, indent=2), encoding="utf-8")
 
     # 4. Correctness: every concurrent answer is its own, and equals the same turn run alone.
     for job, ref, out in zip(jobs, references, outs):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inspector.state import PageState, decode, defaults_of, encode, parse_query_string
+from retrieval.compare import PRESETS, preset_values
 from retrieval.settings import ADR_RECIPE, CONTROLS, Settings
 
 DEFAULTS = defaults_of(Settings())
@@ -63,8 +64,10 @@ def test_invalid_and_unknown_parameters_are_reported_and_ignored():
     assert state.query == "hi" and state.a["rrf_k"] == DEFAULTS["rrf_k"] and state.b["top_k"] == DEFAULTS["top_k"]
     text = " ".join(problems)
     assert "RRF_K='abc' is not a whole number" in text and f"default {DEFAULTS['rrf_k']} is used" in text
-    assert "unknown link parameter 'colour'" in text and "TOP_K=0 is out of range" in text
+    assert "unknown link parameter 'colour' ignored" in text and "TOP_K=0 is out of range" in text
     assert "compare='maybe'" in text and len(problems) == 4
+    # each problem names what the link asked for and what is used instead, not every control the page has
+    assert "hybrid_enabled" not in text and "bm25_weight" not in text
 
 
 def test_env_names_presets_and_allowed_values():
@@ -74,6 +77,28 @@ def test_env_names_presets_and_allowed_values():
     state, problems = decode({"b": "nope", "embedding_model": "evil-model"}, DEFAULTS,
                              allowed={"embedding_model": ["bge-small-en-v1.5"]})
     assert not state.compare and state.a["embedding_model"] == DEFAULTS["embedding_model"]
-    assert len(problems) == 2 and "not a preset" in problems[0] and "not available here" in problems[1]
+    assert len(problems) == 2 and "b='nope' is not a preset" in problems[0] and "not available here" in problems[1]
+    assert "ADR recipe" not in problems[0] and "bge-small-en-v1.5 is used" in problems[1]
     state, _ = decode({"b.rrf_k": "7", "compare": "0"}, DEFAULTS)
     assert not state.compare
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_a_b_preset_is_kept_in_the_link(preset):
+    """B from a preset: the link says b=PRESET (so reopening shows it selected) and restores every B value."""
+    a = {**DEFAULTS, "rrf_k": 7, "top_k": 3}
+    state = PageState(query="E-07", a=a, b=preset_values(preset, a, DEFAULTS), compare=True, preset=preset)
+    link = encode(state, DEFAULTS)
+    assert ("b", preset) in parse_query_string(link)
+    back, problems = roundtrip(state)
+    assert problems == [] and back == state and back.preset == preset
+
+
+def test_b_edited_after_its_preset_round_trips():
+    """A B value put back to the default after a one-change preset copied A's: the link must still say so."""
+    a = {**DEFAULTS, "rrf_k": 7}
+    b = {**preset_values("hybrid off", a, DEFAULTS), "rrf_k": DEFAULTS["rrf_k"], "top_k": 2}
+    state = PageState(query="E-07", a=a, b=b, compare=True, preset="hybrid off")
+    back, problems = roundtrip(state)
+    assert problems == [] and back == state
+    assert "b=" not in encode(PageState(a=a, b=b, compare=False, preset="hybrid off"), DEFAULTS)  # compare off

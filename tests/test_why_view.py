@@ -1,0 +1,59 @@
+"""inspector/why_view.py called directly, over the real pipeline on the mini corpus: the Why not…? box (A, and A and
+B in compare mode), judgments saved from the page into the store, and Tune's Apply."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from inspector import why_view
+from retrieval.judgments import JudgmentStore
+from tests.conftest import control_values
+
+TURN = "GlucoSense GS-40 error E-07"
+INJECTION = "<img src=x onerror=alert(1)>"
+
+
+def _values(ui, **b):
+    return [*control_values(), *control_values(**b)]
+
+
+def test_why_not_explains_a_card_for_a_and_b(ui):
+    a, b, judge = why_view.why_not(TURN, "olvido-dosis", None, False, *_values(ui))
+    assert "olvido-dosis" in a and "<table>" in a and b == ""
+    assert judge.value == "olvido-dosis" and ("Olvidé una dosis (olvido-dosis)", "olvido-dosis") in judge.choices
+    a, b, _ = why_view.why_not(TURN, "Olvidé dosis", None, True, *_values(ui, top_k=1))
+    assert ">A<" in a and ">B<" in b and "top_k=1" in b and "top_k=5" in a
+
+
+def test_bad_cards_and_turns_are_escaped_messages(ui):
+    for card in (INJECTION, "GlucoSense"):  # unknown; ambiguous (two GlucoSense cards)
+        a, b, judge = why_view.why_not(TURN, card, None, False, *_values(ui))
+        assert "<img" not in a and "message error" in a and judge == gr.skip()
+    assert "cards match" in why_view.why_not(TURN, "GlucoSense", None, False, *_values(ui))[0]
+    a, _, _ = why_view.why_not("  ", "gs40-e07", None, False, *_values(ui))
+    assert "turn is empty" in a
+
+
+def test_a_judgment_saved_in_the_page_is_in_the_store(ui, mini_settings):
+    turn = "why-view test turn about E-07"
+    store = JudgmentStore(mini_settings)
+    try:
+        out = why_view.save_judgment(turn, "gs40-e07", "3", None)
+        assert "GlucoSense GS-40 error E-07 (gs40-e07)" in out and "<td>3</td>" in out
+        assert store.for_turn("shipped", turn.upper()) == {"gs40-e07": 3}
+        assert "a grade must be 0, 1, 2 or 3" in why_view.save_judgment(turn, "gs40-e07", "9", None)
+        assert "pick a card" in why_view.save_judgment(turn, None, "2", None)
+        assert "&lt;img" in why_view.save_judgment(turn, INJECTION, "2", None)
+    finally:
+        store.remove("shipped", turn, "gs40-e07")
+
+
+def test_apply_sets_a_to_the_suggestion_and_b_to_the_defaults(ui):
+    out = why_view.apply_tune({"settings": {"rrf_k": 60, "fusion": "convex"}, "env": {}})
+    n = len(why_view.CONTROLS)
+    a, b = dict(zip(why_view.CONTROLS, out[:n])), dict(zip(why_view.CONTROLS, out[n:2 * n]))
+    defaults = ui.default_controls()
+    assert a == {**defaults, "rrf_k": 60, "fusion": "convex"} and b == defaults and out[2 * n] is True
+    nothing = why_view.apply_tune(None)
+    assert all(v == gr.skip() for v in nothing[:-1]) and "Nothing to apply" in nothing[-1]
+    assert "live corpus" in why_view.run_tune("runs/x", 0, progress=None)[0]
