@@ -236,8 +236,13 @@ run_turn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 
 
 def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None, corpus: str | None = None) -> TurnView:
+    return _guarded(lambda: render_turn(execute(query, controls, corpus or None), explain_id))
+
+
+def _guarded(make: Any) -> TurnView:
+    """``make()``, or the view of its error in words: a handler never raises."""
     try:
-        return render_turn(execute(query, controls, corpus or None), explain_id)
+        return make()
     except (QueryError, ValueError, TypeError) as exc:
         _toast(str(exc))
         return _idle_view(str(exc))
@@ -262,9 +267,10 @@ def rerun_turn(query: str, *values: Any) -> TurnView | tuple[Any, ...]:
 
 
 # ------------------------------------------------------------------------------------------- a streamed turn
-# How long a turn may take before its first three columns are shown on their own: a turn whose cross-encoder pairs
-# are already cached (most control changes) answers within this and is shown once, without a flicker.
-STREAM_AFTER_S = 0.04
+# How long a turn's retrieval may take before its first three columns are shown on their own: a turn whose
+# cross-encoder pairs are already cached (most control changes) is retrieved within this and shown once, without a
+# flicker; one that makes the cross-encoder work shows the fused list first.
+STREAM_AFTER_S = 0.05
 _STREAM_POOL = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="turn")
 
 
@@ -310,15 +316,15 @@ def _stream(query: Any, controls: dict[str, Any], explain_id: str | None, corpus
     except Exception:  # whatever it is, the whole turn reports it
         yield _run(query, controls, explain_id, corpus)
         return
-    whole = _STREAM_POOL.submit(_run, query, controls, explain_id, corpus)
+    whole = _STREAM_POOL.submit(execute, query, controls, corpus or None)  # branches cached: the rerank is left
     try:
-        yield whole.result(timeout=STREAM_AFTER_S)
-        return
+        whole.result(timeout=STREAM_AFTER_S)
     except cf.TimeoutError:
+        if fused.result.hybrid_path != "dense_only" and fused.result.fused:
+            yield partial_view(fused, min(settings.reranker_max_input, len(fused.result.fused)))
+    except Exception:  # reported below, by the same guard as an unstreamed turn
         pass
-    if fused.result.hybrid_path != "dense_only" and fused.result.fused:
-        yield partial_view(fused, min(settings.reranker_max_input, len(fused.result.fused)))
-    yield whole.result()
+    yield _guarded(lambda: render_turn(whole.result(), explain_id))
 
 
 def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:
