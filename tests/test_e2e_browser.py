@@ -135,17 +135,24 @@ def test_hybrid_off_shows_dense_only_and_the_dropped_bm25_branch(page):
     assert page.locator("#list-dense .hit").count() > 0
 
 
-def open_controls(page) -> None:
-    """Open the Controls drawer (closed at first: the answer owns the first screen) unless it is open."""
-    if not page.locator("#reranker-max-input").is_visible():
+def open_controls(page, elem_id: str = "reranker-max-input"):
+    """Open the Controls drawer (closed at first: the answer owns the first screen) unless it is open, and bring the
+    control ``elem_id`` into view; returns its locator. The drawer slides in with a CSS transform, which Playwright's
+    own scrolling misreads ("outside of the viewport"), so the page scrolls it as a person's wheel would (and a
+    click on a control in the drawer is the element's own ``click()``)."""
+    control = page.locator(f"#{elem_id}")
+    if not control.is_visible():
         page.locator("#open-controls").click()
-        page.locator("#reranker-max-input").wait_for()
+        control.wait_for()
+    control.evaluate("e => e.scrollIntoView({block: 'center'})")
+    return control
 
 
 def test_simulated_empty_bm25_index_is_shown_as_empty(page):
     run(page, TURN, "full")
-    open_controls(page)
-    page.locator("#simulate-empty-bm25 input").check()
+    box = open_controls(page, "simulate-empty-bm25").locator("input")
+    box.evaluate("e => e.click()")  # a click where it is: the drawer's transform confuses Playwright's geometry
+    expect()(box).to_be_checked()
     expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
     expect()(page.locator("#list-bm25 .dropped")).to_contain_text("BM25 index is empty (simulated)")
 
