@@ -1,4 +1,5 @@
 # Two commands for a fresh machine: `make run` (start the inspector) and `make test` (run every test).
+# `make test-fast` runs every test but the browser and load tests (the quick loop while developing).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ORT_DISABLE_TELEMETRY := 1
 
-.PHONY: run test bench check-network clean
+.PHONY: run test test-fast bench check-network clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +23,14 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 run: $(VENV)/.runtime
 	$(PY) app.py
 
+# --durations=20: every run (CI's too, .ci/run calls this target) ends with the 20 slowest tests, so the cost of
+# a test stays visible; the whole suite must stay under 8 minutes on a quiet 2-core machine.
 test: $(VENV)/.dev
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
+
+# Markers set in tests/conftest.py: `browser` (a real Chromium against a launched app), `load` (20 concurrent sessions).
+test-fast: $(VENV)/.dev
+	$(PY) -m pytest -q -m "not browser and not load" --durations=10
 
 # No network at run time: the app under strace (start-up, one turn, 30 s) makes no DNS query and no outside connect.
 check-network: $(VENV)/.runtime

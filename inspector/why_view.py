@@ -30,6 +30,7 @@ from retrieval.why import WhyNot, cards_of, explain, find_card
 log = logging.getLogger(__name__)
 
 CONTROLS = handlers.CONTROLS
+SEARCH_BUDGET_S = 30.0  # the page's search for a single change stops here (a large corpus scores many new pairs)
 CSS = """
 .why-box table {border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0}
 .why-box th, .why-box td {border-bottom: 1px solid #e5e7eb; padding: 2px 8px; text-align: left; vertical-align: top}
@@ -55,16 +56,17 @@ def render_why(why: WhyNot, side: str = "") -> str:
                      f"{'+' if t['in_card'] else '−'}</span><small> idf {esc(t['idf'])}</small>"
                      for t in b["terms"]) or "(no term)"
     rows = [
-        ("BM25", b["chunk_rank"] is not None and b["chunk_rank"] <= depth,
+        ("BM25", b["in_list"],
          f"rank {esc(b['rank'])} (score {esc(b['score'])}; sub-chunk {esc(b['chunk_rank'])} vs depth {depth}); "
          f"terms: {terms}"),
-        ("dense", d["chunk_rank"] is not None and d["chunk_rank"] <= depth,
+        ("dense", d["in_list"],
          f"rank {esc(d['rank'])} (cosine {esc(d['cosine'])}; sub-chunk {esc(d['chunk_rank'])} vs depth {depth}, "
          "exact over every vector)"),
         ("fusion", f["reached"], f"rank {esc(f['rank'])} (score {esc(f['score'])})"
          + ("" if f["reached"] else f" as if the depth were {esc(f['as_if_depth'])}")),
         ("cross-encoder", ce["in_head"] if ce["ran"] else None,
-         f"score {esc(ce['score'])}" + (f"; would place it #{esc(ce['would_place'])} of the scored head"
+         f"score {esc(ce['score'])}" + (f"; {'places' if ce['in_head'] else 'would place'} it "
+                                        f"#{esc(ce['would_place'])} of the scored head"
                                         if ce["would_place"] else "") + (f" ({esc(ce['reason'])})"
                                                                          if ce["reason"] else "")),
         *((st["stage"], st["passed"], esc(st["note"])) for st in why.stages),
@@ -97,7 +99,7 @@ def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values
         out = []
         for side, controls in (("A", a), ("B", b)) if compare_on else (("", a),):
             turn = handlers.execute(query, controls, corpus)
-            why = explain(turn.retriever, turn.query, card, turn.settings)
+            why = explain(turn.retriever, turn.query, card, turn.settings, budget_s=SEARCH_BUDGET_S)
             out.append(render_why(why, side))
         choices = _choices(turn.retriever, turn.result, extra=why.card_id)
         return out[0], out[1] if len(out) > 1 else "", gr.Dropdown(choices=choices, value=why.card_id)

@@ -70,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("card", metavar="CARD_ID", help="the card's id, or words of its title")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--no-search", action="store_true", help="skip the search for the smallest single change")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="stop that search after SECONDS (default: none)")
     add_corpus(p)
     add_common(p)
     p.set_defaults(func=run_why)
@@ -165,7 +166,7 @@ def run_why(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     data = corpus_from_args(args, settings)
     retriever = get_retriever(settings) if data is None else retriever_for(data, settings)
-    why = explain(retriever, args.text, args.card, settings, search=not args.no_search)
+    why = explain(retriever, args.text, args.card, settings, search=not args.no_search, budget_s=args.budget)
     print(json.dumps(why.to_dict(), ensure_ascii=False, indent=2) if args.json else format_why(why))
     return 0
 

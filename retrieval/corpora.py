@@ -100,7 +100,9 @@ class CorpusData:
             return None
         if self.entry.kind == "attached":
             return f"attach:{self.entry.collection}:{self.entry.fingerprint}"
-        return f"corpus:{self.entry.fingerprint}"
+        # the time it was added too: a corpus deleted and added again (perhaps by another process) gets a new
+        # retriever, never one holding the dropped collection
+        return f"corpus:{self.entry.fingerprint}" + (f"@{self.entry.added}" if self.entry.added else "")
 
     def dataset(self) -> Dataset:
         return Dataset(name=self.entry.name, cards=self.cards, queries=self.queries, chunk_words=DEFAULT_CHUNK_WORDS)
@@ -374,11 +376,11 @@ def attach(settings: Settings, collection: str, *, name: str | None = None, text
         ValueError: no such collection, rows without text, or vectors that are not the model's (``AttachMismatch``,
             naming the mismatch).
     """
-    from retrieval.attach import cards_of, read_collection
+    from retrieval.attach import cards_of, own_collection, read_collection
     from retrieval.dense import AttachMismatch, attach_problem
     from retrieval.encoders import canonical_embedder, load_embedder
 
-    if collection.startswith(corpus_store.PREFIX) or collection.startswith("chunks-"):
+    if own_collection(collection):
         raise ValueError(f"{collection!r} is one of this app's own collections: open its corpus by name instead.")
     chunks, vectors = read_collection(settings, collection, text_field, title_field, embeddings=True)
     embedder = load_embedder(settings.embedding_model)

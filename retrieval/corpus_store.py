@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 PREFIX = "corpus--"
 SCHEMA = "corpus-v1"
+OWN_NAMES = ("judgments",)  # the app's other collections (``retrieval.judgments.COLLECTION``): never attachable
 PAGE = 1000  # rows per read or write: paged, so a corpus of any size opens in bounded memory per call
 STALE_WRITING_S = 3600.0  # a record still "writing" after an hour was left by a process that died while adding
 
@@ -38,12 +40,21 @@ class StoreUnavailable(RuntimeError):
     """The Chroma store that holds the corpora cannot be reached or opened."""
 
 
+_HTTP_CLIENTS: dict[tuple[str, int], Any] = {}
+_HTTP_LOCK = threading.Lock()
+
+
 def client_for(settings: Settings):
-    """The Chroma client of these settings' store: the server at ``CHROMA_HOST``, else the embedded ``CHROMA_PATH``."""
+    """The Chroma client of these settings' store: the server at ``CHROMA_HOST`` (one HTTP client per server, kept:
+    making one costs round trips), else the embedded ``CHROMA_PATH`` (chromadb keeps one per path)."""
     from retrieval.dense import chroma_client
 
     if settings.chroma_host:
-        return chroma_client(host=settings.chroma_host, port=settings.chroma_port)
+        key = (settings.chroma_host, settings.chroma_port)
+        with _HTTP_LOCK:
+            if key not in _HTTP_CLIENTS:
+                _HTTP_CLIENTS[key] = chroma_client(host=settings.chroma_host, port=settings.chroma_port)
+            return _HTTP_CLIENTS[key]
     return chroma_client(path=settings.chroma_path)
 
 

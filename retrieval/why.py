@@ -7,8 +7,8 @@ For a turn and a card (any card of the corpus, also one no stage returned), ``ex
 - dense: its best sub-chunk's cosine and its exact rank over every stored vector (not only the branch's depth);
 - fusion: its fused card rank and score at this ``rrf_k`` and these weights, as if each branch's depth had reached
   it (the branch lists cut just deep enough to hold it);
-- the cross-encoder: its logit against the turn (one pair, from the process-wide pair cache or scored once) and where that would place it among
-  the candidates the reranker scored;
+- the cross-encoder: its logit against the turn (one pair, from the process-wide pair cache or scored once) and
+  where that would place it among the candidates the reranker scored;
 - dedup, top_k, the similarity threshold and the refusal rule, each passed or failed with its value.
 
 Then the first stage that lost it, in words, and the smallest single change of one control that brings it into the
@@ -21,6 +21,7 @@ value that failed and the one that worked. "No single change does" comes with th
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,7 @@ class WhyNot:
     suggestion: dict[str, Any] | None = None
     closest: dict[str, Any] | None = None
     tried: int = 0
+    search_stopped: float | None = None  # the time budget (s) the search for a change ran out of, if it did
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
@@ -354,10 +356,13 @@ def _refine(retriever: HybridRetriever, query: str, card_id: str, s: Settings, a
     return works
 
 
-def suggest(retriever: HybridRetriever, query: str, card_id: str, s: Settings) -> tuple[dict | None, dict | None, int]:
+def suggest(retriever: HybridRetriever, query: str, card_id: str, s: Settings,
+            budget_s: float | None = None) -> tuple[dict | None, dict | None, int, bool]:
     """The smallest single change of one control that puts the card among the final cards, the closest try when
-    none does, and how many pipeline runs the search took. See the module docstring for "smallest"."""
+    none does, how many pipeline runs the search took, and whether it stopped at ``budget_s`` seconds before
+    trying every value (then "none" only means none among those tried). See the module docstring for "smallest"."""
     tried = [0]
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     ladders = {attr: _ladder(attr, s) for attr in LADDERS}
     if s.fusion != "rrf" and s.rerank_mode != "rrf":
         ladders.pop("rrf_k")  # rrf_k acts on nothing then
@@ -374,14 +379,16 @@ def suggest(retriever: HybridRetriever, query: str, card_id: str, s: Settings) -
                 j = here + direction * step
                 if not 0 <= j < len(values) or tried[0] >= MAX_TRIES:
                     continue
+                if deadline is not None and time.monotonic() > deadline:
+                    return None, closest, tried[0], True
                 ok, position, changed = _try(retriever, query, card_id, s, attr, values[j], tried)
                 if ok:
                     previous = values[j - direction] if 0 <= j - direction < len(values) else getattr(s, attr)
                     value = _refine(retriever, query, card_id, s, attr, previous, values[j], tried)
-                    return _change(attr, value, s, step), None, tried[0]
+                    return _change(attr, value, s, step), None, tried[0], False
                 if position is not None and (closest is None or position < closest["card_position"]):
                     closest = {**_change(attr, values[j], s, step), "card_position": position}
-    return None, closest, tried[0]
+    return None, closest, tried[0], False
 
 
 def _change(attr: str, value: Any, s: Settings, steps: int) -> dict[str, Any]:
@@ -391,12 +398,13 @@ def _change(attr: str, value: Any, s: Settings, steps: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------ explain
 def explain(retriever: HybridRetriever, turn: str, card: str, settings: Settings | None = None, *,
-            search: bool = True) -> WhyNot:
+            search: bool = True, budget_s: float | None = None) -> WhyNot:
     """Where ``card`` (an id or words of its title) stands at every stage of ``turn`` at ``settings``.
 
     ``search`` also looks for the smallest single change that brings it in (several pipeline runs, each from the
-    per-turn cache where it can). Raises ``ValueError`` for an empty or oversized turn, or a card that is not
-    found or ambiguous (the message lists the candidates).
+    per-turn cache where it can), for at most ``budget_s`` seconds when given (the page gives it one). Raises
+    ``ValueError`` for an empty or oversized turn, or a card that is not found or ambiguous (the message lists
+    the candidates).
     """
     s = settings or retriever.settings
     try:
@@ -418,13 +426,13 @@ def explain(retriever: HybridRetriever, turn: str, card: str, settings: Settings
         similarity = float(dense_scores[retriever.dense._row[chunk_id]])
     stages = _stages(result, card_id, s, position, similarity)
     lost = _lost_at(result, card_id, s, stages)
-    suggestion, closest, tried = (None, None, 0)
+    suggestion, closest, tried, stopped = (None, None, 0, False)
     if lost is not None and search:
-        suggestion, closest, tried = suggest(retriever, query, card_id, s)
+        suggestion, closest, tried, stopped = suggest(retriever, query, card_id, s, budget_s)
     why = WhyNot(turn=query, card_id=card_id, title=cards_of(retriever)[card_id], settings=_summary(s),
                  level=result.hybrid_path, final=tuple(h.parent_id for h in result.final), bm25=bm25, dense=dense,
                  fused=fused, cross_encoder=ce, stages=tuple(stages), lost_at=lost, verdict="",
-                 suggestion=suggestion, closest=closest, tried=tried,
+                 suggestion=suggestion, closest=closest, tried=tried, search_stopped=budget_s if stopped else None,
                  notes=("ranks are card ranks, 1-based, over the whole corpus (best sub-chunk per card); the "
                         "branch depth counts sub-chunks",))
     return _with_verdict(why, s)
@@ -459,7 +467,8 @@ def _with_verdict(why: WhyNot, s: Settings) -> WhyNot:
             text += (f" Had the depth reached it ({why.fused['as_if_depth']}), fusion would rank it "
                      f"{why.fused['rank']}.")
     elif lost == "fusion":
-        text = (f"fusion ranks it {why.fused['rank']} among the cards (RRF k={s.rrf_k}, {s.fusion}); it is at "
+        ranks = " and ".join(_rank_words(i, n) for i, n in ((why.bm25, "BM25"), (why.dense, "dense")))
+        text = (f"{ranks}; fusion ranks it {why.fused['rank']} among the cards (RRF k={s.rrf_k}, {s.fusion}); it is at "
                 f"card position {by['top_k']['value']} after "
                 f"{'reranking' if why.cross_encoder['ran'] else 'fusion'}, beyond top_k={s.top_k}.")
         if why.cross_encoder["ran"] and not why.cross_encoder["in_head"]:
@@ -475,6 +484,10 @@ def _with_verdict(why: WhyNot, s: Settings) -> WhyNot:
         sug, close = why.suggestion, why.closest
         if sug:
             text += f" Smallest single change: {sug['setting']}={sug['value']} (now {sug['current']}) brings it in."
+        elif why.search_stopped is not None:
+            text += f" The search for a single change stopped at its {why.search_stopped:g} s budget after {why.tried} "
+            text += (f"tries; the closest so far is {close['setting']}={close['value']} (now {close['current']}), "
+                     f"card position {close['card_position']}." if close else "tries, none closer yet.")
         elif close:
             text += (f" No single change does; the closest is {close['setting']}={close['value']} (now "
                      f"{close['current']}), card position {close['card_position']} with top_k={s.top_k}.")
@@ -498,8 +511,9 @@ def format_why(why: WhyNot) -> str:
              f"fused   rank {f['rank']}  score {f['score']}"
              + ("" if f["reached"] else f"  (as if each branch went {f['as_if_depth']} sub-chunks deep)"),
              f"cross-encoder  {ce['score']}  on {ce['chunk_id']}"
-             + (f"  would place it #{ce['would_place']} of the {ce['head'] + (not ce['in_head'])} scored"
-                if ce["would_place"] else "") + (f"  ({ce['reason']})" if ce["reason"] else ""), ""]
+             + (f"  {'places' if ce['in_head'] else 'would place'} it #{ce['would_place']} of the "
+                f"{ce['head'] + (not ce['in_head'])} scored" if ce["would_place"] else "")
+             + (f"  ({ce['reason']})" if ce["reason"] else ""), ""]
     for st in why.stages:
         lines.append(f"{st['stage']:<10} {'pass' if st['passed'] else 'FAIL'}  {st['note']}")
     lines += ["", f"lost at: {why.lost_at or '(nowhere: it is a final card)'}", why.verdict]

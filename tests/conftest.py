@@ -72,6 +72,18 @@ def shipped(shipped_settings):
     return HybridRetriever(shipped_settings, progress=lambda done, total: None)
 
 
+@pytest.fixture(scope="session")
+def shipped_app(tmp_path_factory):
+    """``python app.py`` on the shipped corpus (the mini corpus if it is missing), default settings, a temporary
+    Chroma: started once for the session and shared by the browser test files that need no app of their own (each
+    test still opens its own browser context, so its own Gradio session). Starting the app indexes the corpus, so
+    one start instead of one per file saves a model load and an indexing per file."""
+    from tests.app_server import MINI, SHIPPED, AppServer
+
+    with AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI).running() as app:
+        yield app
+
+
 @pytest.fixture()
 def ui(mini_settings):
     """``inspector.handlers`` on the mini corpus (the base Settings a launched app reads from the environment)."""
@@ -88,3 +100,24 @@ def control_values(**changes) -> list:
 
     values = {**handlers.default_controls(), **changes}
     return [values[name] for name in handlers.CONTROLS]
+
+
+# ------------------------------------------------------------------------------------------------------ markers
+# `make test-fast` (pytest -m "not browser and not load") leaves these out; `make test` runs everything.
+BROWSER_FIXTURES = {"sync_playwright", "server", "browser", "page", "context"}
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "browser: drives a real headless Chromium (and usually a launched app)")
+    config.addinivalue_line("markers", "load: many concurrent sessions against a launched app")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test of a ``test_e2e_*`` file that uses its browser or app fixtures is a ``browser`` test, every test
+    of ``test_load.py`` a ``load`` test (a browser test in another file carries ``@pytest.mark.browser`` itself)."""
+    for item in items:
+        name = item.path.name
+        if name.startswith("test_e2e_") and BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+        elif name == "test_load.py":
+            item.add_marker(pytest.mark.load)

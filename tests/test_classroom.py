@@ -203,6 +203,7 @@ def classroom_app():
     app.close()
 
 
+@pytest.mark.browser
 def test_classroom_in_a_real_browser(classroom_app):
     import os
 
@@ -248,6 +249,7 @@ def test_contributions_chart_escapes_list_names_and_ids():
     assert all("evil" not in tr.hovertemplate and "Say" not in tr.hovertemplate for tr in contrib.data)
 
 
+@pytest.mark.browser
 def test_classroom_chart_markup_stays_text_in_a_real_browser(classroom_app):
     import os
 

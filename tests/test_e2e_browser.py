@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from retrieval.settings import Settings
-from tests.app_server import MINI, ROOT, SHIPPED, AppServer
+from tests.app_server import ROOT, SHIPPED
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -45,10 +46,10 @@ def sync_playwright():
 
 
 @pytest.fixture(scope="module")
-def server(sync_playwright, tmp_path_factory):
-    """``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus)."""
-    with AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI).running() as app:
-        yield app.url
+def server(sync_playwright, shipped_app):
+    """The URL of ``python app.py`` on a free port, on the shipped corpus if present (else the mini corpus): the
+    session's ``shipped_app`` (conftest), one app for every file that imports this fixture."""
+    return shipped_app.url
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +211,25 @@ def test_export_downloads_the_turn_as_json(page):
     record = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
     assert record["inputs"]["query"] == TURN and record["hybrid_path"] == "full"
     assert record["result"]["fused"] and record["settings"]["rrf_k"] == DEFAULTS.rrf_k
+
+
+def test_why_not_box_and_a_judgment_another_session_sees(page, browser, server):
+    run(page, TURN, "full")
+    page.locator("#why-card textarea").fill("device-bc7-err4")
+    page.locator("#why-run").click()
+    expect()(page.locator("#why-a .verdict")).to_contain_text("device-bc7-err4:")
+    expect()(page.locator("#judge-card input")).to_have_value(re.compile("device-bc7-err4"))
+    page.locator("#judge-grade label", has_text="0").click()  # grade 0: changes no metric of the other tests
+    page.locator("#judge-save").click()
+    expect()(page.locator("#judgments")).to_contain_text("(device-bc7-err4)")
+    other = browser.new_context()  # another session, after this one made it: it reads the store, not the page
+    try:
+        pg = open_page(other, server)
+        run(pg, TURN.upper(), "full")
+        expect()(pg.locator("#judgments")).to_contain_text("(device-bc7-err4)")
+        assert_clean(pg)
+    finally:
+        other.close()
 
 
 def test_screenshot_for_the_readme(page):

@@ -20,6 +20,11 @@ from tests.test_e2e_browser import assert_clean as clean
 
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 LABELED = "what does E-07 mean on a GS-60 meter"  # q002 of corpus/queries.jsonl
+# The browser's A vs B runs the first AB_TURNS labeled turns (the page's "at most N turns" box), not all 71: the page
+# flow (run, sort, the broken turn's link into compare mode) is the same, at less than a third of the model work.
+# Among the first 20, B = ADR recipe fixes q002, q005, q009, q013, q018 and breaks q019, q020 (measured with
+# inspector.compare_eval.run_ab, 2026-12-01); the scoring itself is checked without a browser (test_compare_eval).
+AB_TURNS = 20
 
 
 @pytest.fixture()
@@ -194,10 +199,12 @@ def test_evaluation_tab_a_vs_b_opens_a_broken_turn_in_compare_mode(context, serv
     pg.get_by_role("tab", name="Evaluation").click()
     expect()(pg.locator("#ab-a-preset input")).to_have_value("tuned defaults")
     expect()(pg.locator("#ab-b-preset input")).to_have_value("ADR recipe")
+    pg.locator("#ab-limit input").fill(str(AB_TURNS))
     pg.locator("#ab-run").click()
-    long = 1_500_000  # 71 turns under both configurations on a shared 2-core machine
+    long = 600_000  # AB_TURNS turns under both configurations on a shared 2-core machine
     expect()(pg.locator("#ab-significance")).to_contain_text("paired randomization test", timeout=long)
     expect()(pg.locator("#ab-summary")).to_contain_text("rrf_k 10 → 60")
+    expect()(pg.locator("#ab-scope")).to_contain_text(f"the first {AB_TURNS} of its")
 
     def deltas() -> list[float]:
         return [float(d) for d in pg.locator("#ab-turns .ab-turn").evaluate_all("els => els.map(e => e.dataset.delta)")]

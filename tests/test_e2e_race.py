@@ -3,7 +3,7 @@
 The race, as a user makes it: a control moves (the current turn A re-runs, and that re-run has real model work
 to do), then within ~100 ms a new turn B is typed and Run, and B is already cached so it answers at once. Without
 a guard the slower re-run of A arrives last and replaces B's result: the turn box says B while the badge, columns
-and export say A. The sequence runs 10 times; every time the page must end on B.
+and export say A. The sequence runs TRIES times (below: why 4 are enough); every time the page must end on B.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ import time
 from tests.test_e2e_browser import (TIMEOUT_MS, browser, expect, open_controls, page, server,  # noqa: F401
                                     sync_playwright)
 
-TRIES = 10
+# How many tries. With the guard taken out (every cancel slot emptied, the rest unchanged), 20 of 20 tries ended
+# overwritten (two runs of 10, load average 10-16 on the 2 cores, 2026-12-01); the stale A arrived 0.90-1.23x the
+# calibrated re-run after MANY was set (0.9-4.4 s after B was shown), well inside the 2.5x watch. 20 of 20 puts the
+# chance that one try sees an unguarded overwrite at p >= 0.86 (one-sided 95% Clopper-Pearson bound, 0.05 ** (1/20)),
+# so TRIES tries all miss a regression with probability <= 0.14 ** TRIES: 3.7e-4 for 4. The 10 tries made before
+# (never measured against the unguarded page) reached 1e-3 if each try caught the race half the time (0.5 ** 10);
+# 4 tries at the measured rate give that confidence or better for 40% of the browser time.
+TRIES = 4
 # reranker_max_input: A runs with none (no cross-encoder work), then moves to MANY, which scores MANY new
 # (turn, sub-chunk) pairs with the cross-encoder: a re-run with seconds of real model work.
 NONE, MANY = 0, 80

@@ -337,6 +337,7 @@ def test_tab_errors_are_messages(tmp_path):
     assert redraw_sweep(None, None).layout.annotations
 
 
+@pytest.mark.browser
 def test_evaluation_tab_in_a_real_browser(cached_runs):
     import gradio as gr
 

@@ -173,7 +173,36 @@ def assert_same(job: Job, ref: dict[str, Any], got: dict[str, Any]) -> None:
     for name in FIGURES:
         assert got["figures"][name] == ref["figures"][name], f"{job.label()}: the {name} figure differs"
     assert got["explain_doc"] == ref["explain_doc"], f"{job.label()}: the explained document differs"
-    assert got["record"] == ref["record"], f"{job.label()}: the exported record differs concurrently"
+    # Behind a proxy (LOAD_URL) the reference and the concurrent answer may come from two app processes, whose
+    # float32 model outputs agree to about 1e-7 (e.g. a similarity 0.5139338970 in one, 0.5139338374 in the
+    # other); everything shown is equal, and the record's numbers must agree to 1e-6. One process: exact.
+    same = _close(ref["record"], got["record"]) if os.environ.get("LOAD_URL") else got["record"] == ref["record"]
+    assert same, \
+        f"{job.label()}: the exported record differs concurrently: {_record_diff(ref['record'], got['record'])}"
+
+
+def _close(a: Any, b: Any) -> bool:
+    """Equal, floats to 1e-6 (relative or absolute)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _record_diff(alone: Any, concurrent: Any, path: str = "") -> str:
+    """Where two records first differ (a key path and both values)."""
+    if isinstance(alone, dict) and isinstance(concurrent, dict):
+        for key in sorted(set(alone) | set(concurrent), key=str):
+            if alone.get(key) != concurrent.get(key):
+                return _record_diff(alone.get(key), concurrent.get(key), f"{path}.{key}")
+    if isinstance(alone, list) and isinstance(concurrent, list) and len(alone) == len(concurrent):
+        for i, (x, y) in enumerate(zip(alone, concurrent)):
+            if x != y:
+                return _record_diff(x, y, f"{path}[{i}]")
+    return f"{path or 'record'}: {str(alone)[:200]!r} alone, {str(concurrent)[:200]!r} concurrently"
 
 
 def _first_diff(alone: list[Any], concurrent: list[Any]) -> str:

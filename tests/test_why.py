@@ -103,3 +103,10 @@ def test_cli_why_json(shipped_settings, monkeypatch, capsys):
     assert data["suggestion"]["setting"] == "CANDIDATE_MULTIPLIER"
     assert main(["why", "GS-60", "levothyroxine"]) == 2  # ambiguous: a clear error, no traceback
     assert "cards match" in capsys.readouterr().err
+
+
+def test_a_search_out_of_time_says_so_and_keeps_what_it_found(shipped, shipped_settings):
+    turn, card = "how do I store insulin", "drug-metformin-500"  # no single change brings it in (README)
+    why = explain(shipped, turn, card, shipped_settings, budget_s=0.0)
+    assert why.suggestion is None and why.search_stopped == 0.0 and why.tried <= 1
+    assert "stopped at its 0 s budget after 0 tries" in why.verdict

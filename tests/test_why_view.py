@@ -57,3 +57,14 @@ def test_apply_sets_a_to_the_suggestion_and_b_to_the_defaults(ui):
     nothing = why_view.apply_tune(None)
     assert all(v == gr.skip() for v in nothing[:-1]) and "Nothing to apply" in nothing[-1]
     assert "live corpus" in why_view.run_tune("runs/x", 0, progress=None)[0]
+
+
+def test_apply_is_wired_to_a_b_and_compare_mode_across_tabs(ui):
+    from inspector.ui import build_app
+
+    app = build_app()
+    parts = why_view._TUNE_PARTS[app]
+    applies = [fn for fn in app.fns.values() if fn.fn is why_view.apply_tune]
+    assert len(applies) == 1 and (parts["apply"]._id, "click") in applies[0].targets
+    labels = {getattr(c, "elem_id", None) for c in applies[0].outputs}
+    assert {"rrf-k", "b-rrf-k", "compare-on", "compare-panel", "tune-message"} <= labels

@@ -196,8 +196,9 @@ def cannot_tell(answerable: int) -> str:
 
 
 def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: int = 0,
-         resamples: int = DEFAULT_RESAMPLES, progress=None) -> dict[str, Any]:
-    """The held-out comparison and the suggestion (or None) for ``dataset`` on ``retriever`` (see the module)."""
+         resamples: int = DEFAULT_RESAMPLES, progress=None, fusion_only: bool = False) -> dict[str, Any]:
+    """The held-out comparison and the suggestion (or None) for ``dataset`` on ``retriever`` (see the module).
+    ``fusion_only`` keeps today's rerank settings and grids fusion alone (a large set: fewer pairs to score)."""
     started = time.perf_counter()
     answerable = sum(any(g > 0 for g in q.relevant.values()) for q in dataset.queries)
     report: dict[str, Any] = {"dataset": dataset.name, "turns": len(dataset.queries), "answerable_turns": answerable,
@@ -208,7 +209,8 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
         return report
     turns = gather(dataset, retriever, base, progress)
     tune_set, held = split(turns, seed)
-    points = [{**f, **r} for f in fusion_points(base) for r in rerank_points(base)]
+    reranks = [{k: getattr(base, k) for k in RERANK_GRID}] if fusion_only else rerank_points(base)
+    points = [{**f, **r} for f in fusion_points(base) for r in reranks]
     table = score_grid(tune_set, points, base, retriever, progress)
     means = [sum(row) / len(row) for row in table]
     defaults = {k: getattr(base, k) for k in TUNED}
@@ -229,22 +231,12 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
     beats = {name: means_held["suggested"] > means_held[name] for name in ("defaults", "bm25", "dense")}
     if changed and all(beats.values()):
         report["suggestion"] = {"settings": changed, "env": {env_name(k): v for k, v in changed.items()}}
-        verdict = (f"suggest {', '.join(f'{env_name(k)}={v}' for k, v in changed.items())}: held-out {METRIC} "
-                   f"{means_held['suggested']:.4f} vs {means_held['defaults']:.4f} with today's settings (p = "
-                   f"{tests['defaults']['p_value']:.3g}), and above BM25 alone ({means_held['bm25']:.4f}) and dense "
-                   f"alone ({means_held['dense']:.4f}).")
-    elif not changed:
-        verdict = "today's settings are the best grid point on the tuning turns: nothing to suggest."
-    else:
-        lost = [n for n, ok in beats.items() if not ok]
-        verdict = (f"nothing suggested: the best grid point on the tuning turns ({', '.join(f'{env_name(k)}={v}' for k, v in changed.items())}) "
-                   f"does not beat {', '.join('today' + chr(39) + 's settings' if n == 'defaults' else n + ' alone' for n in lost)} on the "
-                   f"held-out turns ({METRIC} {means_held['suggested']:.4f} vs "
-                   + ", ".join(f"{n} {means_held[n]:.4f}" for n in ('defaults', 'bm25', 'dense')) + ").")
+    verdict = _verdict(changed, beats, means_held, tests["defaults"]["p_value"])
     report.update(
         split={"tune": len(tune_set), "held_out": len(held), "tune_ids": [t.query.id for t in tune_set],
                "held_out_ids": [t.query.id for t in held]},
-        grid={"points": len(points), "fusion": {k: list(v) for k, v in _values(FUSION_GRID, base).items()},
+        grid={"points": len(points), "fusion_only": fusion_only,
+              "fusion": {k: list(v) for k, v in _values(FUSION_GRID, base).items()},
               "rerank": {k: list(v) for k, v in _values(RERANK_GRID, base).items()}},
         best_on_tune={"settings": chosen, METRIC: round(means[best], 6),
                       "defaults_" + METRIC: round(means[points.index(defaults)] if defaults in points else 0.0, 6)},
@@ -253,6 +245,22 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
                   "beats": beats},
         verdict=verdict, wall_seconds=round(time.perf_counter() - started, 1))
     return report
+
+
+def _verdict(changed: dict[str, Any], beats: dict[str, bool], means: dict[str, float], p: float) -> str:
+    """The held-out outcome in words: the suggestion (with whether it is significant), or why there is none."""
+    point = ", ".join(f"{env_name(k)}={v}" for k, v in changed.items())
+    if not changed:
+        return "today's settings are the best grid point on the tuning turns: nothing to suggest."
+    if all(beats.values()):
+        caveat = "" if p < 0.05 else ": not significant at 0.05, more turns could tell"
+        return (f"suggest {point}: held-out {METRIC} {means['suggested']:.4f} vs {means['defaults']:.4f} with today's "
+                f"settings (p = {p:.3g}{caveat}), and above BM25 alone ({means['bm25']:.4f}) and dense alone "
+                f"({means['dense']:.4f}).")
+    lost = ", ".join("today's settings" if n == "defaults" else f"{n} alone" for n, ok in beats.items() if not ok)
+    others = ", ".join(f"{n} {means[n]:.4f}" for n in ("defaults", "bm25", "dense"))
+    return (f"nothing suggested: the best grid point on the tuning turns ({point}) does not beat {lost} on the "
+            f"held-out turns ({METRIC} {means['suggested']:.4f} vs {others}).")
 
 
 def format_tune(report: dict[str, Any]) -> str:
@@ -284,6 +292,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and the significance test (default 0)")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES)
+    p.add_argument("--fusion-only", action="store_true", help="keep today's rerank settings, grid fusion alone")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=run)
 
@@ -301,7 +310,8 @@ def run(args: argparse.Namespace) -> int:
         report = tune(dataset, None, settings, seed=args.seed)  # type: ignore[arg-type]
     else:
         retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
-        report = tune(dataset, retriever, settings, seed=args.seed, resamples=args.resamples, progress=_progress)
+        report = tune(dataset, retriever, settings, seed=args.seed, resamples=args.resamples, progress=_progress,
+                      fusion_only=args.fusion_only)
     print(json.dumps(report, ensure_ascii=False) if args.json else format_tune(report))
     return 0
 
