@@ -1,7 +1,8 @@
 """The per-turn cache and the stage thread pools with their budgets.
 
-Branch lists, query embeddings and cross-encoder scores are cached per turn (keyed by everything that decides
-them), so moving rrf_k, a weight, top_k, the threshold or a failure toggle re-runs no model. Each stage (bm25,
+Branch lists and query embeddings are cached per turn (keyed by everything that decides them), cross-encoder
+scores process-wide (``retrieval.rerank.PAIR_SCORES``, an ``LRU`` too), so moving rrf_k, a weight, top_k, the
+threshold or a failure toggle re-runs no model. Each stage (bm25,
 dense, rerank) gets its own small thread pool, so a backend that hangs ties up only its own stage.
 """
 
