@@ -176,6 +176,8 @@ def run_turn(page, text: str) -> dict[str, list[str]]:
     page.locator("#query textarea").fill(text)
     page.locator("#run").click()
     expect()(page.locator("#hybrid-path .turn")).to_contain_text(text)
+    # the turn streams: the fused lists first, the reranked column when the cross-encoder is done
+    page.locator("#list-reranked [data-chunk]").first.wait_for(timeout=300_000)
     return {col: page.locator(f"#list-{col} [data-chunk]").evaluate_all("els => els.map(e => e.dataset.chunk)")
             for col in ("bm25", "dense", "rrf", "reranked")}
 
