@@ -346,18 +346,19 @@ COPY_JS = """(link) => {
 }"""
 
 
-def build_panel(control_widget) -> dict[str, Any]:
-    """Compare on/off, the share link and its Copy button, the link's message area, and the compare panel
-    (B's preset and controls, the relevance marks, the view), in the current Gradio context."""
+def build_panel(control_widget, link_message: Any = None) -> dict[str, Any]:
+    """Compare on/off, the share link and its Copy button, the link's message area (``link_message``, placed by
+    the caller where it is seen first, else here), and the compare panel (B's preset and controls, the relevance
+    marks, the view), in the current Gradio context."""
     p: dict[str, Any] = {}
     gr.HTML(f"<style>{CSS}</style>", elem_id="compare-style")
     with gr.Row(equal_height=True, elem_id="compare-share"):
-        p["compare_on"] = gr.Checkbox(False, label="Compare mode: A (the controls above) vs B", elem_id="compare-on",
+        p["compare_on"] = gr.Checkbox(False, label="Compare mode: A (the page's controls) vs B", elem_id="compare-on",
                                       scale=1)
         p["link"] = gr.Textbox("", label="Link to this case (turn, controls, compare, explained document)",
                                elem_id="share-link", interactive=False, scale=4)
         p["copy"] = gr.Button("Copy link", elem_id="copy-link", scale=0, min_width=110)
-    p["link_message"] = gr.HTML("", elem_id="link-message")
+    p["link_message"] = link_message if link_message is not None else gr.HTML("", elem_id="link-message")
     defaults = handlers.default_controls()
     with gr.Column(visible=False, elem_id="compare-panel") as p["panel"]:
         with gr.Row():

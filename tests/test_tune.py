@@ -74,6 +74,9 @@ def test_held_out_guard_on_the_shipped_set(shipped, shipped_settings):
     assert again["held_out"] == report["held_out"] and again["split"] == report["split"]
     other = tune.tune(dataset, shipped, shipped_settings, seed=4, resamples=1000)
     assert other["split"]["held_out_ids"] != report["split"]["held_out_ids"]
+    fusion = tune.tune(dataset, shipped, shipped_settings, seed=3, resamples=1000, fusion_only=True)
+    assert fusion["grid"]["points"] == len(tune.fusion_points(shipped_settings))
+    assert all(fusion["best_on_tune"]["settings"][k] == getattr(shipped_settings, k) for k in tune.RERANK_GRID)
 
 
 @pytest.mark.parametrize("n", [0, 11])

@@ -196,8 +196,9 @@ def cannot_tell(answerable: int) -> str:
 
 
 def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: int = 0,
-         resamples: int = DEFAULT_RESAMPLES, progress=None) -> dict[str, Any]:
-    """The held-out comparison and the suggestion (or None) for ``dataset`` on ``retriever`` (see the module)."""
+         resamples: int = DEFAULT_RESAMPLES, progress=None, fusion_only: bool = False) -> dict[str, Any]:
+    """The held-out comparison and the suggestion (or None) for ``dataset`` on ``retriever`` (see the module).
+    ``fusion_only`` keeps today's rerank settings and grids fusion alone (a large set: fewer pairs to score)."""
     started = time.perf_counter()
     answerable = sum(any(g > 0 for g in q.relevant.values()) for q in dataset.queries)
     report: dict[str, Any] = {"dataset": dataset.name, "turns": len(dataset.queries), "answerable_turns": answerable,
@@ -208,7 +209,8 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
         return report
     turns = gather(dataset, retriever, base, progress)
     tune_set, held = split(turns, seed)
-    points = [{**f, **r} for f in fusion_points(base) for r in rerank_points(base)]
+    reranks = [{k: getattr(base, k) for k in RERANK_GRID}] if fusion_only else rerank_points(base)
+    points = [{**f, **r} for f in fusion_points(base) for r in reranks]
     table = score_grid(tune_set, points, base, retriever, progress)
     means = [sum(row) / len(row) for row in table]
     defaults = {k: getattr(base, k) for k in TUNED}
@@ -233,7 +235,8 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
     report.update(
         split={"tune": len(tune_set), "held_out": len(held), "tune_ids": [t.query.id for t in tune_set],
                "held_out_ids": [t.query.id for t in held]},
-        grid={"points": len(points), "fusion": {k: list(v) for k, v in _values(FUSION_GRID, base).items()},
+        grid={"points": len(points), "fusion_only": fusion_only,
+              "fusion": {k: list(v) for k, v in _values(FUSION_GRID, base).items()},
               "rerank": {k: list(v) for k, v in _values(RERANK_GRID, base).items()}},
         best_on_tune={"settings": chosen, METRIC: round(means[best], 6),
                       "defaults_" + METRIC: round(means[points.index(defaults)] if defaults in points else 0.0, 6)},
@@ -289,6 +292,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and the significance test (default 0)")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES)
+    p.add_argument("--fusion-only", action="store_true", help="keep today's rerank settings, grid fusion alone")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=run)
 
@@ -306,7 +310,8 @@ def run(args: argparse.Namespace) -> int:
         report = tune(dataset, None, settings, seed=args.seed)  # type: ignore[arg-type]
     else:
         retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
-        report = tune(dataset, retriever, settings, seed=args.seed, resamples=args.resamples, progress=_progress)
+        report = tune(dataset, retriever, settings, seed=args.seed, resamples=args.resamples, progress=_progress,
+                      fusion_only=args.fusion_only)
     print(json.dumps(report, ensure_ascii=False) if args.json else format_tune(report))
     return 0
 
