@@ -142,9 +142,16 @@ class _Changes:
             done = path.with_name(path.name + ".imported")
             path.replace(done)
             os.chmod(done, 0o600)
+            uploads = self.data_dir / "uploads"  # the old copies of uploads: the owner's only from now on
+            if uploads.is_dir():
+                os.chmod(uploads, 0o700)
+                for old in uploads.iterdir():
+                    if old.is_file():
+                        os.chmod(old, 0o600)
             for row in rows if isinstance(rows, list) else []:
-                source = Path(str(row.get("source", ""))) if isinstance(row, dict) else Path()
-                if isinstance(row, dict) and source.exists():
+                raw = str(row.get("source") or "") if isinstance(row, dict) else ""
+                if raw and Path(raw).exists():
+                    source = Path(raw)
                     try:
                         self.add(source, str(row.get("name") or source.stem))
                     except Exception as exc:
