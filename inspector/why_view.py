@@ -20,7 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import handlers
+from inspector import handlers, jobs
 from inspector.render import esc, render_message
 from retrieval.corpora import SHIPPED
 from retrieval.judgments import GRADES, JudgmentStore, check_grade
@@ -232,8 +232,7 @@ def build_tune(source: Any) -> None:
         report = gr.HTML("", elem_id="tune-report")
         message = gr.HTML("", elem_id="tune-message")
     state = gr.State(None)
-    run.click(run_tune, [source, seed], [report, state], concurrency_id="evaluation", concurrency_limit=1,
-              api_visibility="private")
+    run.click(run_tune, [source, seed], [report, state], api_visibility="private", **jobs.HEAVY)  # one heavy job
     from gradio.context import Context
 
     if Context.root_block is not None:
