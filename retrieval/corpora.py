@@ -43,7 +43,8 @@ NEUTRAL_REFUSAL = ("I could not find this in the documents I have, so I will not
                    "about something they cover?")
 MAX_REFUSAL_CHARS = 1000
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
-_REGISTRY_LOCK = threading.RLock()
+_REGISTRY_LOCK = threading.RLock()  # one add (or legacy import) at a time in this process
+_CACHE_LOCK = threading.Lock()  # the loaded corpora: never held while the store is read or written
 _LOADED: dict[tuple, CorpusData] = {}  # (source or record, stamp) -> loaded corpus, shared by every session
 _LOADED_KEEP = 8
 STORED = ("indexed", "attached")  # the kinds kept in the store
@@ -403,12 +404,12 @@ def attach(settings: Settings, collection: str, *, name: str | None = None, text
 
 
 def _cached(key: tuple) -> CorpusData | None:
-    with _REGISTRY_LOCK:
+    with _CACHE_LOCK:
         return _LOADED.get(key)
 
 
 def _remember(key: tuple, data: CorpusData) -> CorpusData:
-    with _REGISTRY_LOCK:
+    with _CACHE_LOCK:
         if len(_LOADED) >= _LOADED_KEEP:
             _LOADED.pop(next(iter(_LOADED)))
         _LOADED[key] = data
