@@ -17,7 +17,8 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, corpus_words, data_tab, handlers, presenter, render, why_view
+from inspector import (compare_eval, compare_view, corpus_words, data_tab, handlers, jobs, presenter, render,
+                       uploads, why_view)
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from retrieval.formats import Limits
@@ -41,12 +42,16 @@ UPLOAD_ROUTES = ("/process_recording",)
 
 
 class RefuseUploads:
-    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache."""
+    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache; the one
+    upload route a control uses keeps what clients leave there bounded (``uploads.bounded_upload``)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/").endswith(uploads.UPLOAD_ROUTE):
+            await uploads.bounded_upload(self.app, scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"].rstrip("/").endswith(UPLOAD_ROUTES):
             from starlette.responses import PlainTextResponse
 
@@ -78,6 +83,7 @@ def build_app() -> gr.Blocks:
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
         corpus.change(lambda name: corpus_words.banner(corpus_words.words_for(name)), corpus, banner,
                       api_visibility="private")
+        ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
                 restore_links = build_inspector_tab(corpus)
@@ -86,9 +92,10 @@ def build_app() -> gr.Blocks:
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
-                build_evaluation_tab(corpus=corpus)
+                build_evaluation_tab(corpus=corpus, ab_kept=ab_kept)
         restore_links(app)  # opening a share link restores its state and runs the turn
         app.unload(handlers.end_session)  # the page closed: its exports go with it
+        app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
     return app
 
 
@@ -311,7 +318,11 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
     outputs = [o[name] for name in handlers.TurnView._fields]
-    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4)
+    # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
+    # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
+    # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
+    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4,
+                preprocess=False)
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
