@@ -173,12 +173,28 @@ def _idle_view(message: str) -> TurnView:
         context=render.render_message("No context: the turn was not run.", "info"), export=None, last_turn=None)
 
 
-def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
-    """Render-ready values for an executed turn."""
+STAGES = ("bm25", "dense", "rrf", "reranked")
+
+
+def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool = True) -> dict[str, str]:
+    """The level badge (``status``) and the HTML of the columns in ``stages``, for an executed turn."""
     result, chunks = turn.result, turn.retriever.by_id
     colors = render.doc_colors(result)
     terms = render.query_terms(result.query, turn.settings.bm25_tokenizer)
     common = common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
+    make = {"bm25": lambda: render.render_branch(result, "bm25", chunks, colors, terms, common),
+            "dense": lambda: render.render_branch(result, "dense", chunks, colors, terms, common),
+            "rrf": lambda: render.render_fused(result, chunks, colors, terms, common),
+            "reranked": lambda: render.render_final(result, chunks, colors, terms, turn.refusal, common)}
+    out = {stage: make[stage]() for stage in stages}
+    if status:
+        out["status"] = render.render_status(result, terms, common)
+    return out
+
+
+def render_turn(turn: Turn, explain_id: str | None = None, columns: dict[str, Any] | None = None) -> TurnView:
+    """Render-ready values for an executed turn (``columns``: its badge and columns, when already rendered)."""
+    result, chunks = turn.result, turn.retriever.by_id
     choices = render.explain_choices(result, chunks)
     ids = [cid for _, cid in choices]
     if explain_id not in ids:
@@ -186,12 +202,7 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
     rank_flow, contrib, k_sens = figures.all_figures(result, chunks)
     export = export_turn(turn)
     return TurnView(
-        message="",
-        status=render.render_status(result, terms, common),
-        bm25=render.render_branch(result, "bm25", chunks, colors, terms, common),
-        dense=render.render_branch(result, "dense", chunks, colors, terms, common),
-        rrf=render.render_fused(result, chunks, colors, terms, common),
-        reranked=render.render_final(result, chunks, colors, terms, turn.refusal, common),
+        message="", **(columns if columns is not None else columns_html(turn)),
         rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
@@ -324,23 +335,26 @@ def _stream(query: Any, controls: dict[str, Any], explain_id: str | None, corpus
             yield partial_view(fused, min(settings.reranker_max_input, len(fused.result.fused)))
     except Exception:  # reported below, by the same guard as an unstreamed turn
         pass
-    yield _guarded(lambda: render_turn(whole.result(), explain_id))
+    columns = None
+    try:  # the badge and the four columns first; the charts, explain, context and export (slower) after them
+        columns = columns_html(whole.result())
+        yield _view(message="", **columns)
+    except Exception:  # the guard below reports it
+        pass
+    # The whole view last (the columns again, as rendered: an API caller gets every value from the last step).
+    yield _guarded(lambda: render_turn(whole.result(), explain_id, columns=columns))
 
 
 def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:
     """A streamed turn's first step: the badge so far, BM25, dense and fused columns, the reranked column waiting;
     everything below the columns is left as it is until the whole turn arrives."""
-    result, chunks = turn.result, turn.retriever.by_id
-    colors = render.doc_colors(result)
-    terms = render.query_terms(result.query, turn.settings.bm25_tokenizer)
-    common = common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
-    view = dict.fromkeys(TurnView._fields, gr.skip())
-    view.update(message="", status=render.render_pending_status(result, pairs),
-                bm25=render.render_branch(result, "bm25", chunks, colors, terms, common),
-                dense=render.render_branch(result, "dense", chunks, colors, terms, common),
-                rrf=render.render_fused(result, chunks, colors, terms, common),
-                reranked=render.pending_column(pairs))
-    return tuple(view[name] for name in TurnView._fields)
+    return _view(message="", **columns_html(turn, ("bm25", "dense", "rrf"), status=False),
+                 status=render.render_pending_status(turn.result, pairs), reranked=render.pending_column(pairs))
+
+
+def _view(**values: Any) -> tuple[Any, ...]:
+    """A step of a streamed turn: ``values`` by TurnView field, every other output left as it is."""
+    return tuple(values.get(name, gr.skip()) for name in TurnView._fields)
 
 
 def explain(last_turn: dict[str, Any] | None, chunk_id: str | None) -> str:

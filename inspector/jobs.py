@@ -80,4 +80,5 @@ def end_session(request: gr.Request | None = None) -> None:
     cancel_session(getattr(request, "session_hash", None) or handlers.current_session())
 
 
-CANCELLED = "<div class='eval-tab'><p class='note'>Cancelled: nothing was scored. Press the button again to run it.</p></div>"
+CANCELLED = ("<div class='eval-tab'><p class='note'>Cancelled: nothing was scored. Press the button again to run it."
+             "</p></div>")

@@ -348,7 +348,7 @@ def render_status(result: RetrievalResult, terms: frozenset[str] = frozenset(),
             f'<div class="turn-why"><div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>'
             f'{_why(result.reason)}</div>{_typed(result)}{render_refusal(result)}'
             f'<div class="facts"><div class="chips">{"".join(branches)}</div>'
-            f'<div class="timings" title="{esc(all_timings)}">{esc(timings)} '
+            f'<div class="timings"><span title="{esc(all_timings)}">{esc(timings)}</span> '
             f'<span class="hint">(≈0 ms = cached)</span>'
             f"</div>{_legend(terms, common)}</div></div>")
 

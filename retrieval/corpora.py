@@ -66,7 +66,7 @@ class CorpusEntry:
     refusal: str = NEUTRAL_REFUSAL  # what the assistant says when it refuses a turn on this corpus
     origin: str = ""  # "page" (uploaded from the page), "cli" (`python -m retrieval index`), "attach"
     owner: str = ""  # sha256 of the token of the browser session that uploaded it ("" = none may delete it)
-    model: str = ""  # attached: the embedding model of its collection
+    model: str = ""  # the embedding model it was added with (attached: the one of its collection, the only one)
     collection: str = ""  # attached: the Chroma collection it opens; else its record collection
 
     def label(self) -> str:
@@ -337,7 +337,7 @@ class Registry(_Changes):
             meta = {"format": loaded.format, "fingerprint": fp, "cards": len(loaded.cards), "chunks": len(chunks),
                     "turns": len(loaded.queries), "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
                     "origin": "page" if copy else "cli", "owner": owner_hash(owner) if copy else "", "refusal": "",
-                    "source": "" if copy else str(path.resolve())}
+                    "source": "" if copy else str(path.resolve()), "model": _canonical(self.settings.embedding_model)}
             final = corpus_store.create(self.settings, sanitise(name or Path(shown).stem), taken, meta,
                                         loaded.cards, loaded.queries)
         entry = entry_of({**meta, "name": final, "collection": corpus_store.PREFIX + final})
@@ -408,6 +408,12 @@ def attach(settings: Settings, collection: str, *, name: str | None = None, text
     taken = {SHIPPED, *(e.name for e in beir_folders(registry.data_root, []))}
     final = corpus_store.create(settings, sanitise(name or collection), taken, meta, (), ())
     return registry.open(final), True
+
+
+def _canonical(model: str) -> str:
+    from retrieval.encoders import canonical_embedder
+
+    return canonical_embedder(model)
 
 
 def _cached(key: tuple) -> CorpusData | None:

@@ -137,3 +137,26 @@ def test_compare_mode_runs_b_on_its_own_models_index(ui):
     own = get_retriever(ui.build_settings(b)).retrieve(turn, ui.build_settings(b))
     assert [h.score for h in side_b["result"].dense.hits] == [h.score for h in own.dense.hits]
     assert [h.score for h in side_b["result"].dense.hits] != [h.score for h in side_a["result"].dense.hits]
+
+
+def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_path, mini_settings):
+    """B on another model over a corpus of the Data tab that has no index of that model is refused (never scored on
+    A's index), and the page says how to get one: the Data tab indexes only for the app's model."""
+    from inspector import compare_view, handlers
+    from retrieval.corpora import Registry, start_index
+
+    base = mini_settings.replace(chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
+                                 data_root=str(tmp_path / "eval"))
+    cards = tmp_path / "cards.jsonl"
+    cards.write_text('{"id": "p1", "title": "Pump tubing", "text": "Clean the pump tubing weekly with warm water."}\n')
+    handlers.use_base_settings(base)
+    try:
+        data, _ = Registry(base).add(cards, "tubing")
+        assert start_index(data, base).wait(300)["status"] == "done"
+        a = handlers.default_controls()
+        view = compare_view.refresh("clean the pump tubing", True, None, None, None, "",
+                                    *a.values(), *{**a, "embedding_model": OTHER_MODEL}.values(), "tubing")[0]
+    finally:
+        handlers.use_base_settings(None)
+    assert f"Configuration B: corpus &#x27;tubing&#x27; is not indexed for {OTHER_MODEL}" in view
+    assert "A vs B in the Evaluation tab builds an index of" in view

@@ -138,3 +138,12 @@ def test_a_turn_streams_the_fused_list_before_the_reranked_one(context_at, serve
     assert seen["fused"] < seen["reranked"], seen
     expect()(pg.locator("#list-reranked .scoring")).to_have_count(0)
     assert_clean(pg)
+
+
+def test_compare_mode_keeps_a_and_b_side_by_side_at_1280(context_at, server):
+    pg = open_page(context_at(1280, 720), server + "?q=GS-40+E-09&compare=1&b.rrf_k=60")
+    pg.locator("#cmp-final-b .cmp-row").first.wait_for(timeout=TIMEOUT_MS)
+    a, b = (pg.locator(f"#cmp-final-{side}").bounding_box() for side in ("a", "b"))
+    assert abs(a["y"] - b["y"]) < 1 and a["x"] + a["width"] <= b["x"], (a, b)  # side by side, not stacked
+    assert min(a["width"], b["width"]) >= 2 * MIN_COLUMN_PX, (a, b)
+    assert_clean(pg)

@@ -99,3 +99,15 @@ def test_a_capped_evaluation_samples_every_category_seeded():
     order = [q.id for q in dataset.queries]
     assert [order.index(q.id) for q in sample.queries] == sorted(order.index(q.id) for q in sample.queries)
     assert sample_turns(dataset, 0) == dataset and sample_turns(dataset, 500) == dataset
+
+
+def test_a_running_tune_stops_when_its_page_goes_away(shipped_base):
+    from inspector import why_view
+
+    ticks: list = []
+    progress = lambda value, desc=None: ticks.append(value)  # noqa: E731
+    thread, out = _in_session("tuner", why_view.run_tune, "live:shipped", 0, progress)
+    _wait_for(ticks, thread)
+    jobs.end_session(gr.Request(session_hash="tuner"))
+    thread.join(60)
+    assert not thread.is_alive() and "Tune stopped" in out[0][0] and out[0][1] is None

@@ -28,8 +28,8 @@ def _steps(ui_handlers, text, **changes):
 
 def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
     steps = _steps(ui, "what happens if my GS-40 shows E-07 twice in a row (stream unit)")
-    assert len(steps) == 2, [type(s) for s in steps]
-    first, whole = steps
+    assert len(steps) == 3, [type(s) for s in steps]
+    first, columns, whole = steps
     fields = dict(zip(handlers.TurnView._fields, first))
     assert 'class="status level-pending"' in fields["status"] and "scoring" in fields["status"]
     assert "rrf_only" in fields["status"]  # the level so far
@@ -37,16 +37,19 @@ def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
     assert 'col col-reranked pending' in fields["reranked"] and '<div class="hit' not in fields["reranked"]
     assert all(fields[name] is not None and isinstance(fields[name], type(gr.skip()))
                for name in ("rank_flow", "contributions", "k_sensitivity", "export", "last_turn"))
-    assert isinstance(whole, handlers.TurnView) and "level-full" in whole.status
-    assert '<div class="hit' in whole.reranked
+    columns = dict(zip(handlers.TurnView._fields, columns))  # then the badge and four columns, charts untouched
+    assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]
+    assert isinstance(columns["rank_flow"], type(gr.skip()))
+    assert isinstance(whole, handlers.TurnView) and whole.status == columns["status"]  # then everything
+    assert all(len(fig.data) > 0 for fig in (whole.rank_flow, whole.contributions)) and whole.last_turn
 
 
 def test_a_cached_turn_and_a_turn_without_reranking_are_shown_once(ui, monkeypatch):
     text = "what happens if my GS-40 shows E-07 twice in a row (cached unit)"
     _steps(ui, text)
     monkeypatch.setattr(handlers, "STREAM_AFTER_S", 30.0)  # however loaded the machine, a cached turn is in time
-    again = _steps(ui, text)  # every pair cached: answered within STREAM_AFTER_S
-    assert len(again) == 1 and "level-full" in again[0].status
+    again = _steps(ui, text)  # every pair cached: answered within STREAM_AFTER_S, no "scoring" step
+    assert len(again) == 2 and "level-full" in again[0][1] and again[1].status == again[0][1]
     failed = _steps(ui, "metformin missed dose (no rerank)", simulate_reranker_failure=True)
     assert len(failed) == 1 and "level-rrf_only" in failed[0].status
 
