@@ -1,5 +1,6 @@
 """The Evaluation tab's A vs B: two configurations over the labeled turns of a corpus (the session's by default:
-the shipped set or any registry corpus with labeled turns, optionally its first N), the metric table, the paired
+the shipped set or any registry corpus with labeled turns, optionally a seeded sample of N with every category),
+the metric table, the paired
 randomization test (``retrieval.evaluation.compare``, as ``eval --compare`` does) and the turns B fixed and
 broke, sortable by the change in nDCG@10. Each turn links to the inspector in compare mode with the same A and B
 and the same corpus (a share link: opening it restores both configurations and runs the turn).
@@ -13,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import handlers, state
+from inspector import handlers, jobs, state
 from inspector.render import esc
 from retrieval.compare import PRESETS, preset_values
 from retrieval.corpora import SHIPPED
@@ -51,6 +52,12 @@ def limit_value(limit: float | None) -> int:
     return int(round(value))
 
 
+def sampled(turns: int, total: int, report: Mapping[str, Any]) -> str:
+    """A capped run's turns in words: a seeded sample with every category, not the first N."""
+    return (f"a sample of {turns} of its {total} labeled turns, every category represented (seed "
+            f"{report.get('sample_seed', 0)}: the same turns every run; 'at most N turns' 0 scores all)")
+
+
 def corpus_choices() -> list[tuple[str, str]]:
     """The corpora with labeled turns, shipped first, as (label, registry name) pairs."""
     try:
@@ -71,15 +78,16 @@ def follow_corpus(corpus: str | None, current: str | None) -> Any:
 
 
 def run_ab(a_preset: str | None, a_overrides: str, b_preset: str | None, b_overrides: str,
-           corpus: str | None = None, limit: float | None = 0, progress: Any = None) -> dict[str, Any]:
-    """Both configurations over a corpus's labeled turns (the first ``limit``), in this process (the retriever's
-    cache is shared)."""
+           corpus: str | None = None, limit: float | None = 0, progress: Any = None,
+           cancel: Any = None) -> dict[str, Any]:
+    """Both configurations over a corpus's labeled turns (at most ``limit``, every category), in this process (the
+    retriever's cache is shared); B on an index of its own embedding model (indexed first if needed)."""
     from retrieval.evaluation.corpus_eval import compare_corpus
 
     a = side_controls(a_preset, a_overrides)
     b = side_controls(b_preset, b_overrides, a)
     sa, sb = handlers.build_settings(a), handlers.build_settings(b)
-    report = compare_corpus(corpus or SHIPPED, sa, sb, limit=limit_value(limit), progress=progress)
+    report = compare_corpus(corpus or SHIPPED, sa, sb, limit=limit_value(limit), progress=progress, cancel=cancel)
     report.update(controls={"a": a, "b": b})
     return report
 
@@ -101,9 +109,12 @@ def summary_html(report: Mapping[str, Any]) -> str:
             f"(paired randomization test, seed {sig['seed']}, {sig['resamples']} resamples); B fixed "
             f"{sig['fixed']} turns, broke {sig['broke']}, tied {sig['ties']}.</p>")
     turns, total = len(report["turns"]), report.get("total_turns", len(report["turns"]))
-    scored = f"{turns} labeled turns" if turns >= total else f"the first {turns} of its {total} labeled turns"
+    scored = f"{turns} labeled turns" if turns >= total else esc(sampled(turns, total, report))
+    index = report.get("b_index")
+    model = (f" B scored on its own index of {esc(index['embedding_model'])}"
+             f"{' (indexed for this comparison)' if index.get('built') else ''}." if index else "")
     return (f"<div class='eval-tab'><p id='ab-scope'>Corpus {esc(report['dataset'])}: {scored}, "
-            f"{report.get('wall_seconds', '?')} s. B changes: {esc(changed)}.</p>"
+            f"{report.get('wall_seconds', '?')} s. B changes: {esc(changed)}.{model}</p>"
             f"<table><tr><th>configuration</th>{''.join(f'<th>{m}</th>' for m in METRICS)}</tr>{rows}</table>"
             f"{test}</div>")
 
@@ -131,12 +142,16 @@ def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> st
 
 def show_ab(a_preset, a_overrides, b_preset, b_overrides, sort, corpus: str | None = None, limit: float | None = 0,
             progress: Any = gr.Progress()):
-    """Callback: run A vs B, then the summary, the turn list and the report (kept for re-sorting)."""
-    def tick(done: int, total: int, label: str) -> None:
-        if progress is not None:
-            progress((done, total), desc=f"{label}: turn {done}/{total}")
+    """Callback: run A vs B, then the summary, the turn list and the report (kept for re-sorting, and in the browser
+    so that the page shows it again after opening a turn and going Back). A heavy job (``inspector.jobs``)."""
+    from retrieval.dense import IndexingCancelled
+
     try:
-        report = run_ab(a_preset, a_overrides, b_preset, b_overrides, corpus, limit, tick)
+        with jobs.running() as flag:
+            report = run_ab(a_preset, a_overrides, b_preset, b_overrides, corpus, limit, jobs.ticker(flag, progress),
+                            flag)
+    except (jobs.JobCancelled, IndexingCancelled):
+        return jobs.CANCELLED, "", None
     except (ValueError, OSError) as exc:
         msg = f"<div class='eval-tab'><p class='broke'>{esc(exc)}</p></div>"
         return msg, "", None
@@ -150,9 +165,28 @@ def resort(report: Mapping[str, Any] | None, sort: str) -> str:
     return turns_html(report, sort) if report else ""
 
 
-def build_compare_section(corpus: gr.Textbox | None = None) -> None:
+def restore(kept: Mapping[str, Any] | None, sort: str) -> tuple[Any, Any, Any]:
+    """Page load: the last A vs B this browser ran (kept in its local storage), so that Back from a turn opened from
+    the table shows the table again; nothing when there is none or it no longer renders."""
+    if not kept:
+        return gr.skip(), gr.skip(), gr.skip()
+    try:
+        return summary_html(kept), turns_html(kept, sort), dict(kept)
+    except Exception:  # an old or damaged copy: start empty
+        log.warning("the A vs B kept in the browser does not render; ignored")
+        return gr.skip(), gr.skip(), gr.skip()
+
+
+def browser_copy() -> gr.BrowserState:
+    """Where the browser keeps its last A vs B (local storage), for ``restore``. Build it outside the tabs: a
+    component in a tab not shown at page load is not mounted yet, so the load event would read nothing."""
+    return gr.BrowserState(None, storage_key="inspector-ab-report")
+
+
+def build_compare_section(corpus: gr.Textbox | None = None, kept: gr.BrowserState | None = None) -> None:
     """The A vs B block of the Evaluation tab, in the current Gradio context. ``corpus`` is the session's active
-    corpus box (the Data tab sets it): its corpus is preselected when it has labeled turns."""
+    corpus box (the Data tab sets it): its corpus is preselected when it has labeled turns. ``kept`` is the
+    browser's copy of its last A vs B (``browser_copy``, built outside the tabs)."""
     gr.Markdown("### A vs B over every labeled turn\nA and B each start from a preset (the tuned defaults when "
                 "empty); `KEY=VALUE,...` overrides any control, e.g. `rrf_k=60,dense_weight=1`. B's one-change "
                 "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare` "
@@ -169,13 +203,20 @@ def build_compare_section(corpus: gr.Textbox | None = None) -> None:
         b_over = gr.Textbox("", label="B overrides (KEY=VALUE,...)", elem_id="ab-b-overrides")
     with gr.Row():
         run = gr.Button("Compare A and B", variant="primary", elem_id="ab-run")
+        stop = gr.Button("Cancel", elem_id="ab-cancel", scale=0, min_width=120)
         sort = gr.Radio(list(SORTS), value="most broken first", label="Sort turns by the change in nDCG@10",
                         elem_id="ab-sort")
     summary = gr.HTML(elem_id="ab-summary")
     turns = gr.HTML(elem_id="ab-turns")
     report = gr.State(None)
-    run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort, which, limit], [summary, turns, report],
-              api_visibility="private", concurrency_id="ab", concurrency_limit=1)
+    kept = kept if kept is not None else browser_copy()  # this browser's last A vs B (see restore)
+    compared = run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort, which, limit], [summary, turns, report],
+                         api_visibility="private", **jobs.HEAVY)
+    compared.success(lambda r: r if r else gr.skip(), report, kept, api_visibility="private")
+    stop.click(jobs.cancel, None, summary, cancels=[compared], concurrency_limit=None, api_visibility="private")
+    root = gr.context.Context.root_block
+    if root is not None:
+        root.load(restore, [kept, sort], [summary, turns, report], api_visibility="private")
     if corpus is not None:
         corpus.change(follow_corpus, [corpus, which], which, api_visibility="private")
     sort.input(resort, [report, sort], turns, api_visibility="private")

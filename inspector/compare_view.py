@@ -18,9 +18,10 @@ import gradio as gr
 
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
-from retrieval.corpora import Registry, labels_by_turn, open_within, turn_key
+from retrieval.corpora import SHIPPED, Registry, is_indexed, is_ready, labels_by_turn, open_within, turn_key
 from retrieval.judgments import judged_turn
 from retrieval.corpus import CorpusError
+from retrieval.encoders import canonical_embedder
 from retrieval.formats import LoadError
 from retrieval.evaluation.compare import stage_metrics
 from retrieval.query import QueryError, clean_query
@@ -217,13 +218,33 @@ def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None
             kept[side] = _side(query, controls, kept.get(side), corpus)
         except (QueryError, ValueError, TypeError) as exc:
             kept.pop(side, None)
-            return compare_message(f"Configuration {side.upper()}: {exc}"), gr.skip(), kept, link, export
+            return (compare_message(f"Configuration {side.upper()}: {exc}{_other_model_hint(controls, corpus)}"),
+                    gr.skip(), kept, link, export)
         except Exception as exc:  # the page must survive anything; the log keeps the traceback
             log.exception("compare failed")
             kept.pop(side, None)
             return (compare_message(f"Configuration {side.upper()} failed ({type(exc).__name__}: {exc})."),
                     gr.skip(), kept, link, export)
     return (*_view(text, kept, ticked), kept, link, export)
+
+
+def _other_model_hint(controls: Mapping[str, Any], corpus: str | None) -> str:
+    """What to do when a side asks for another embedding model than the app's on a corpus of the Data tab that has
+    no index of it: the Data tab indexes only for the app's model, so its own advice cannot help ("" otherwise)."""
+    base = handlers.base_settings()
+    model = controls.get("embedding_model")
+    if not corpus or corpus == SHIPPED or not model or canonical_embedder(model) == canonical_embedder(
+            base.embedding_model):
+        return ""
+    try:
+        data, settings = _corpus_data(corpus), handlers.build_settings(dict(controls))
+        if is_ready(data, settings) or is_indexed(data, settings):
+            return ""
+    except Exception:  # the refusal itself already says what is wrong
+        return ""
+    return (f" The Data tab indexes a corpus for this app's model ({base.embedding_model}) only: A vs B in the "
+            f"Evaluation tab builds an index of {model} for B, with its progress; or give this side "
+            f"{base.embedding_model}.")
 
 
 def _export(kept: dict, last_turn: Mapping[str, Any] | None, link: str) -> Any:
@@ -346,18 +367,19 @@ COPY_JS = """(link) => {
 }"""
 
 
-def build_panel(control_widget) -> dict[str, Any]:
-    """Compare on/off, the share link and its Copy button, the link's message area, and the compare panel
-    (B's preset and controls, the relevance marks, the view), in the current Gradio context."""
+def build_panel(control_widget, link_message: Any = None) -> dict[str, Any]:
+    """Compare on/off, the share link and its Copy button, the link's message area (``link_message``, placed by
+    the caller where it is seen first, else here), and the compare panel (B's preset and controls, the relevance
+    marks, the view), in the current Gradio context."""
     p: dict[str, Any] = {}
     gr.HTML(f"<style>{CSS}</style>", elem_id="compare-style")
     with gr.Row(equal_height=True, elem_id="compare-share"):
-        p["compare_on"] = gr.Checkbox(False, label="Compare mode: A (the controls above) vs B", elem_id="compare-on",
+        p["compare_on"] = gr.Checkbox(False, label="Compare mode: A (the page's controls) vs B", elem_id="compare-on",
                                       scale=1)
         p["link"] = gr.Textbox("", label="Link to this case (turn, controls, compare, explained document)",
                                elem_id="share-link", interactive=False, scale=4)
         p["copy"] = gr.Button("Copy link", elem_id="copy-link", scale=0, min_width=110)
-    p["link_message"] = gr.HTML("", elem_id="link-message")
+    p["link_message"] = link_message if link_message is not None else gr.HTML("", elem_id="link-message")
     defaults = handlers.default_controls()
     with gr.Column(visible=False, elem_id="compare-panel") as p["panel"]:
         with gr.Row():

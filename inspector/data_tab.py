@@ -16,7 +16,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import handlers, render
+from inspector import handlers, render, uploads
 from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, start_index
 from retrieval.encoders import BUNDLED_EMBEDDERS
 from retrieval.formats import Limits, LoadError
@@ -110,6 +110,10 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
         return (_message("Choose a file to upload first."), progress_html(None), current, None,
                 gr.Timer(active=False), keep_picker)
     shown = Path(getattr(file, "orig_name", None) or path).name
+    if not Path(path).is_file():
+        return (_message(f"{shown} is no longer on the server: an upload not indexed within "
+                         f"{Limits.from_env().upload_unused_s:g} s is deleted. Upload it again."), progress_html(None),
+                current, None, gr.Timer(active=False), keep_picker)
     try:
         data, new = _registry().add(path, (name or "").strip() or None, display=shown, copy=True, owner=token)
     except (LoadError, ValueError) as exc:
@@ -118,6 +122,8 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
         log.exception("upload %r failed", shown)
         return (_message(f"{shown}: could not be read ({type(exc).__name__}: {exc})."), progress_html(None), current,
                 None, gr.Timer(active=False), keep_picker)
+    finally:  # adopted (its cards read into the store) or refused: the upload itself is not kept
+        uploads.discard(path)
     out = _begin(data.entry.name, current)
     note = "" if new else f" (same content as {data.entry.name}, indexed before: reused)"
     message = _message(f"{shown}: {data.entry.cards:,} cards, {data.entry.chunks:,} sub-chunks, "

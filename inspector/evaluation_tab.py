@@ -19,8 +19,8 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector import handlers, why_view
-from inspector.compare_eval import build_compare_section, limit_value
+from inspector import handlers, jobs, why_view
+from inspector.compare_eval import build_compare_section, limit_value, sampled
 from inspector.figures import failsafe, message_figure, plot_text
 
 from retrieval.corpora import SHIPPED
@@ -269,8 +269,7 @@ def live_note(report: Mapping[str, Any]) -> str:
     name = report.get("corpus") or SHIPPED
     what = "the shipped labeled set" if name == SHIPPED else f"corpus {name}"
     total, turns = report.get("total_turns", report["turns"]), report["turns"]
-    scored = (f"all {turns} labeled turns scored" if turns >= total else
-              f"the first {turns} of its {total} labeled turns scored (set 'at most N turns' to 0 for all)")
+    scored = f"all {turns} labeled turns scored" if turns >= total else sampled(turns, total, report) + " scored"
     return (f"Shown: a live run of {what} in this process at {report.get('written_at', '?')}: {scored} "
             f"({report.get('wall_seconds', '?')} s), with the configured settings.")
 
@@ -302,14 +301,15 @@ def _failed(msg: str) -> tuple:
 
 
 def show(source: str, configs: Sequence[str], hybrid: str, limit: float | None = 0, progress: Any = gr.Progress()):
-    """Callback: everything the tab shows for one source, plus the report (and what it is) for the session."""
+    """Callback: everything the tab shows for one source, plus the report (and what it is) for the session. A heavy
+    job (``inspector.jobs``): Cancel, or the page going away, stops it after the turn it is on."""
     configs = list(configs or [])
     try:
-        def tick(done: int, total: int, label: str) -> None:
-            if progress is not None:
-                progress((done, total), desc=f"{label}: turn {done}/{total}")
-
-        report, note = load_source(source or LIVE, configs or list(CONFIGS), tick, limit_value(limit))
+        with jobs.running() as flag:
+            report, note = load_source(source or LIVE, configs or list(CONFIGS), jobs.ticker(flag, progress),
+                                       limit_value(limit))
+    except jobs.JobCancelled:
+        return _failed("Cancelled: nothing was scored. Press Show again to run it.")
     except (ValueError, OSError) as exc:
         return _failed(str(exc))
     except Exception as exc:  # the page must survive anything; the log keeps the traceback
@@ -360,19 +360,23 @@ def follow_corpus(corpus: str | None, current: str | None, runs_dir: Path | None
 
 
 # -------------------------------------------------------------------------------------------------- layout
-def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None = None) -> None:
+def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None = None,
+                         ab_kept: gr.BrowserState | None = None) -> None:
     """Create the Evaluation tab's components inside the current Gradio context and wire them.
 
     Args:
         runs_dir: where cached reports live (``<runs_dir>/*/report.json``); default ``runs/`` in the project.
         corpus: the session's active corpus (the hidden box the Data tab sets), or None.
+        ab_kept: the browser's copy of its last A vs B (``compare_eval.browser_copy``, built outside the tabs).
     """
     gr.HTML(f"<style>{CSS}</style>")
     gr.Markdown(
         "### Evaluation: does the hybrid beat each branch alone?\n"
         "Parent-level nDCG@10, Recall@10/100 and MRR@10 of `bm25`, `dense`, `rrf` and `full` (rrf + cross-encoder). "
         "The shipped set and every corpus with labeled turns (Data tab) run live, the session's corpus preselected "
-        "(the shipped set takes about a minute the first time; SciFact's 300 turns take minutes: cap the turns); "
+        "(the shipped set takes about a minute the first time; SciFact's 300 turns take minutes: cap the turns, and "
+        "a capped run samples every category, seeded); one heavy job (Show or A vs B) runs at a time in the whole "
+        "app, the others wait in line, and Cancel stops yours; "
         "large sets can also be shown from a file written by `python -m retrieval eval --beir PATH --save-runs "
         "runs/NAME`.")
     choices = list_sources(runs_dir, corpus_sources())
@@ -384,7 +388,9 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     with gr.Row():
         configs = gr.CheckboxGroup(list(CONFIGS), value=list(CONFIGS), label="Configurations", elem_id="eval-configs")
         hybrid = gr.Radio(["rrf", "full"], value="rrf", label="Wins and losses of", elem_id="eval-hybrid")
-    run = gr.Button("Show", variant="primary", elem_id="eval-run")
+    with gr.Row():
+        run = gr.Button("Show", variant="primary", elem_id="eval-run", scale=3)
+        stop = gr.Button("Cancel", elem_id="eval-cancel", scale=1)
     summary = gr.HTML(elem_id="eval-summary")
     with gr.Row():
         metrics_plot = gr.Plot(label="metrics", elem_id="eval-metrics")
@@ -399,12 +405,13 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
     if corpus is not None:
         corpus.change(lambda name, current: follow_corpus(name, current, runs_dir), [corpus, source], source,
                       **private)
-    # one live evaluation at a time: it keeps both cores busy for minutes on a large corpus
-    run.click(show, [source, configs, hybrid, limit],
-              [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state],
-              concurrency_id="evaluation", concurrency_limit=1, **private)
+    # one heavy job at a time in the whole app (a live evaluation or A vs B): both cores for minutes on a large corpus
+    shown = run.click(show, [source, configs, hybrid, limit],
+                      [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state], **jobs.HEAVY,
+                      **private)
+    stop.click(jobs.cancel, None, summary, cancels=[shown], concurrency_limit=None, **private)
     configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot], **private)
     hybrid.input(redraw_wins, [state, hybrid], wins, **private)
     sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot, **private)
-    build_compare_section(corpus)  # A vs B over a corpus's labeled turns, each turn linking to compare mode
+    build_compare_section(corpus, ab_kept)  # A vs B over a corpus's labeled turns, each turn linking to compare mode
     why_view.build_tune(source)  # Tune / Apply (inspector/why_view.py)

@@ -30,14 +30,14 @@ class Example:
 
 
 EXAMPLES: tuple[Example, ...] = (
-    Example("lexical", "Lexical win: part number LC-42", "do I need an LC-42", "device-bc5-err4",
+    Example("lexical", "Lexical: part number LC-42", "do I need an LC-42", "device-bc5-err4",
             "The part number LC-42 appears only in the body of the BC-5 cuff card: BM25 matches it exactly and ranks "
             "the card first; dense, which blurs codes, ranks it lower."),
-    Example("semantic", "Semantic win: paraphrase", "my belly has gone lumpy where I always do my insulin",
+    Example("semantic", "Semantic: paraphrase", "my belly has gone lumpy where I always do my insulin",
             "side-effect-injection-site",
             "Few shared words with the card on injection-site lumps: dense ranks it first, BM25 lower or not at "
             "all."),
-    Example("consensus", "Consensus: both branches agree", "I keep hacking with a tickly throat since I started "
+    Example("consensus", "Consensus: both agree", "I keep hacking with a tickly throat since I started "
             "my new pressure pill", "side-effect-ace-cough",
             "Both branches return the ACE-inhibitor cough card, so RRF puts it first (★ both)."),
     Example("multilingual", "Español: alarma A-15", "Mi PillPal PP-200 suena con la alarma A-15",

@@ -8,6 +8,7 @@ does not change a branch list moves. Handlers never raise: a bad turn or a bad s
 from __future__ import annotations
 
 import atexit
+import concurrent.futures as cf
 import inspect
 import itertools
 import json
@@ -20,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -171,12 +173,28 @@ def _idle_view(message: str) -> TurnView:
         context=render.render_message("No context: the turn was not run.", "info"), export=None, last_turn=None)
 
 
-def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
-    """Render-ready values for an executed turn."""
+STAGES = ("bm25", "dense", "rrf", "reranked")
+
+
+def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool = True) -> dict[str, str]:
+    """The level badge (``status``) and the HTML of the columns in ``stages``, for an executed turn."""
     result, chunks = turn.result, turn.retriever.by_id
     colors = render.doc_colors(result)
     terms = render.query_terms(result.query, turn.settings.bm25_tokenizer)
     common = common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
+    make = {"bm25": lambda: render.render_branch(result, "bm25", chunks, colors, terms, common),
+            "dense": lambda: render.render_branch(result, "dense", chunks, colors, terms, common),
+            "rrf": lambda: render.render_fused(result, chunks, colors, terms, common),
+            "reranked": lambda: render.render_final(result, chunks, colors, terms, turn.refusal, common)}
+    out = {stage: make[stage]() for stage in stages}
+    if status:
+        out["status"] = render.render_status(result, terms, common)
+    return out
+
+
+def render_turn(turn: Turn, explain_id: str | None = None, columns: dict[str, Any] | None = None) -> TurnView:
+    """Render-ready values for an executed turn (``columns``: its badge and columns, when already rendered)."""
+    result, chunks = turn.result, turn.retriever.by_id
     choices = render.explain_choices(result, chunks)
     ids = [cid for _, cid in choices]
     if explain_id not in ids:
@@ -184,12 +202,7 @@ def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
     rank_flow, contrib, k_sens = figures.all_figures(result, chunks)
     export = export_turn(turn)
     return TurnView(
-        message="",
-        status=render.render_status(result, terms, common),
-        bm25=render.render_branch(result, "bm25", chunks, colors, terms, common),
-        dense=render.render_branch(result, "dense", chunks, colors, terms, common),
-        rrf=render.render_fused(result, chunks, colors, terms, common),
-        reranked=render.render_final(result, chunks, colors, terms, turn.refusal, common),
+        message="", **(columns if columns is not None else columns_html(turn)),
         rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
@@ -234,8 +247,13 @@ run_turn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 
 
 def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None, corpus: str | None = None) -> TurnView:
+    return _guarded(lambda: render_turn(execute(query, controls, corpus or None), explain_id))
+
+
+def _guarded(make: Any) -> TurnView:
+    """``make()``, or the view of its error in words: a handler never raises."""
     try:
-        return render_turn(execute(query, controls, corpus or None), explain_id)
+        return make()
     except (QueryError, ValueError, TypeError) as exc:
         _toast(str(exc))
         return _idle_view(str(exc))
@@ -257,6 +275,86 @@ def rerun_turn(query: str, *values: Any) -> TurnView | tuple[Any, ...]:
     n = len(CONTROLS)
     return _run(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
                 values[n + 1] if len(values) > n + 1 else None)
+
+
+# ------------------------------------------------------------------------------------------- a streamed turn
+# How long a turn's retrieval may take before its first three columns are shown on their own: a turn whose
+# cross-encoder pairs are already cached (most control changes) is retrieved within this and shown once, without a
+# flicker; one that makes the cross-encoder work shows the fused list first.
+STREAM_AFTER_S = 0.05
+_STREAM_POOL = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="turn")
+
+
+def stream_turn(query: Any, *values: Any, **named: Any) -> Iterator[TurnView | tuple[Any, ...]]:
+    """The Run handler of the page (api_name ``run_turn``; same parameters as ``run_turn``), streamed: BM25, dense
+    and the fused list as soon as they exist, the badge saying the level so far and the pairs being scored, then
+    the whole turn once the cross-encoder is done. A turn that needs no reranking, or whose pairs are cached,
+    is shown once. Never raises."""
+    corpus = named.pop("corpus", None)
+    if len(values) == len(CONTROLS) + 1:
+        *values, corpus = values
+    if set(named) - set(CONTROLS) or len(values) > len(CONTROLS):
+        yield run_turn(query, *values, **named)  # the same message as the unstreamed call
+        return
+    yield from _stream(query, {**dict(zip(CONTROLS, values)), **named}, None, corpus)
+
+
+stream_turn.__signature__ = run_turn.__signature__  # type: ignore[attr-defined]
+
+
+def stream_rerun(query: str, *values: Any) -> Iterator[TurnView | tuple[Any, ...]]:
+    """``rerun_turn``, streamed like ``stream_turn`` (a control that brings new pairs into the reranker's head)."""
+    if not isinstance(query, str) or not query.strip():
+        yield tuple(gr.skip() for _ in TurnView._fields)
+        return
+    n = len(CONTROLS)
+    yield from _stream(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
+                       values[n + 1] if len(values) > n + 1 else None)
+
+
+def _stream(query: Any, controls: dict[str, Any], explain_id: str | None, corpus: str | None) -> Iterator[Any]:
+    try:
+        settings = build_settings(controls)
+        clean_query(query)
+    except (QueryError, ValueError, TypeError):
+        yield _run(query, controls, explain_id, corpus)  # the message, as an unstreamed turn gives it
+        return
+    if not settings.hybrid_enabled or settings.simulate_reranker_failure or settings.reranker_max_input == 0:
+        yield _run(query, controls, explain_id, corpus)
+        return
+    try:
+        fused = execute(query, {**controls, "reranker_max_input": 0}, corpus or None)
+    except Exception:  # whatever it is, the whole turn reports it
+        yield _run(query, controls, explain_id, corpus)
+        return
+    whole = _STREAM_POOL.submit(execute, query, controls, corpus or None)  # branches cached: the rerank is left
+    try:
+        whole.result(timeout=STREAM_AFTER_S)
+    except cf.TimeoutError:
+        if fused.result.hybrid_path != "dense_only" and fused.result.fused:
+            yield partial_view(fused, min(settings.reranker_max_input, len(fused.result.fused)))
+    except Exception:  # reported below, by the same guard as an unstreamed turn
+        pass
+    columns = None
+    try:  # the badge and the four columns first; the charts, explain, context and export (slower) after them
+        columns = columns_html(whole.result())
+        yield _view(message="", **columns)
+    except Exception:  # the guard below reports it
+        pass
+    # The whole view last (the columns again, as rendered: an API caller gets every value from the last step).
+    yield _guarded(lambda: render_turn(whole.result(), explain_id, columns=columns))
+
+
+def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:
+    """A streamed turn's first step: the badge so far, BM25, dense and fused columns, the reranked column waiting;
+    everything below the columns is left as it is until the whole turn arrives."""
+    return _view(message="", **columns_html(turn, ("bm25", "dense", "rrf"), status=False),
+                 status=render.render_pending_status(turn.result, pairs), reranked=render.pending_column(pairs))
+
+
+def _view(**values: Any) -> tuple[Any, ...]:
+    """A step of a streamed turn: ``values`` by TurnView field, every other output left as it is."""
+    return tuple(values.get(name, gr.skip()) for name in TurnView._fields)
 
 
 def explain(last_turn: dict[str, Any] | None, chunk_id: str | None) -> str:

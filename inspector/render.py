@@ -118,19 +118,19 @@ def highlight(text: str, terms: frozenset[str], *, tokenizer: str = "plain", lan
 # ---------------------------------------------------------------------------------------------------- rows
 def _row(*, rank: str, chunk: Chunk | None, chunk_id: str, parent_id: str, color: str, score_html: str,
          terms: frozenset[str], tokenizer: str, consensus: bool, cut: str = "",
-         common: frozenset[str] = frozenset()) -> str:
+         common: frozenset[str] = frozenset(), mark: str = "", extra: bool = False) -> str:
     title = chunk.title if chunk else parent_id
     lang = chunk.lang if chunk else "en"
     title_html = highlight(title, terms, tokenizer=tokenizer, lang=lang, common=common)
     snippet = (highlight(chunk.text, terms, tokenizer=tokenizer, lang=lang, window=SNIPPET_CHARS, common=common)
                if chunk else "")
-    classes = "hit" + (" consensus" if consensus else "") + (" cut" if cut else "")
+    classes = "hit" + (" consensus" if consensus else "") + (" cut" if cut else "") + (" extra" if extra else "")
     badge = '<span class="both" title="found by BM25 and dense">★ both</span>' if consensus else ""
     cut_html = f'<div class="why">✂ {esc(cut)}</div>' if cut else ""
     return (f'<div class="{classes}" style="--doc:{color}" data-chunk="{esc(chunk_id)}" '
             f'data-parent="{esc(parent_id)}">'
             f'<div class="hit-head"><span class="rank">{esc(rank)}</span>'
-            f'<span class="title">{title_html}</span>{badge}</div>'
+            f'<span class="title">{title_html}</span>{badge}{mark}</div>'
             f'<div class="hit-id">{esc(chunk_id)}</div>'
             f'<div class="snippet">{snippet}</div>'
             f'<div class="score">{score_html}</div>{cut_html}</div>')
@@ -175,6 +175,27 @@ def _fused_score_html(hit: FusedHit, result: RetrievalResult) -> str:
     return f'<span class="ranks">{esc(ranks)}</span><code class="formula">{esc(formula)}</code>'
 
 
+def _top_k(result: RetrievalResult) -> int:
+    try:
+        return int(result.settings.get("top_k", 10**9))
+    except (TypeError, ValueError):
+        return 10**9
+
+
+def move_mark(before: int | None, after: int) -> str:
+    """The rank change from the fused list to the final cards, as a mark that reads from the back of a room:
+    ``▲3`` (moved up three places), ``▼1``, ``=`` (kept its place)."""
+    if before is None:
+        return ""
+    if before > after:
+        text, kind, words = f"▲{before - after}", "up", f"up from fused #{before}"
+    elif before < after:
+        text, kind, words = f"▼{after - before}", "down", f"down from fused #{before}"
+    else:
+        text, kind, words = "=", "same", f"fused #{before} too"
+    return f'<span class="move {kind}" title="{esc(words)}">{esc(text)}</span>'
+
+
 def _empty_list(message: str) -> str:
     return f'<div class="empty">{esc(message)}</div>'
 
@@ -192,11 +213,13 @@ def render_branch(result: RetrievalResult, stage: Literal["bm25", "dense"], chun
                     f'<div>{esc(branch.reason or "no reason given")}</div></div>')
     elif not branch.hits:
         body.append(_empty_list(f"0 hits: {branch.reason}" if branch.reason else "0 hits"))
+    top_k = _top_k(result)
     for h in branch.hits:
         unit = f"BM25 {h.score:.2f}" if stage == "bm25" else f"cosine {h.score:.3f}"
         body.append(_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
                          color=colors.get(h.parent_id, NEUTRAL), score_html=esc(unit), terms=terms,
-                         tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common))
+                         tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common,
+                         extra=h.rank > top_k))
     return f'<div class="col col-{stage}">{_head(stage, chip, chip_class)}<div class="rows">{"".join(body)}</div></div>'
 
 
@@ -221,9 +244,11 @@ def render_fused(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
     w = result.weights
     weights = " · ".join(f"w_{n}={_num(v)}" for n, v in w.items()) if w else ""
     chip = f"k={esc(k)} · {esc(weights)}" if fusion == "rrf" else f"convex · {esc(weights)}"
+    top_k = _top_k(result)
     body = [_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
                  color=colors.get(h.parent_id, NEUTRAL), score_html=_fused_score_html(h, result), terms=terms,
-                 tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common) for h in result.fused]
+                 tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common, extra=h.rank > top_k)
+            for h in result.fused]
     if not body:
         body.append(_empty_list("nothing to fuse: no branch returned a list"))
     note = f'<div class="note">{esc(result.weight_reason)}</div>' if getattr(result, "weight_reason", "") else ""
@@ -270,12 +295,12 @@ def render_final(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
         head = f"not reranked: {result.reranker_status or result.hybrid_path}; final order = fused order"
     else:
         head = ""
-    if head:
-        body.append(f'<div class="note">{esc(head)}</div>')
+    fused_rank = {h.chunk_id: h.rank for h in result.fused}
     for h in result.final:
         body.append(_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
                          color=colors.get(h.parent_id, NEUTRAL), score_html=_final_score_html(h, result),
-                         terms=terms, tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common))
+                         terms=terms, tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common,
+                         mark=move_mark(fused_rank.get(h.chunk_id), h.rank)))
     for h in result.cut:
         body.append(_row(rank="–", chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
                          color=colors.get(h.parent_id, NEUTRAL), score_html=_final_score_html(h, result),
@@ -283,6 +308,8 @@ def render_final(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
                          common=common))
     if not result.final and not result.cut and not result.refused:
         body.append(_empty_list("no candidate"))
+    if head:  # after the cards: the first card stays at the top of the column
+        body.append(f'<div class="note">{esc(head)}</div>')
     if result.reranked:
         rows = "".join(f"<tr><td>{r.rank}</td><td>{esc(r.chunk_id)}</td><td>{r.score:.3f}</td>"
                        f"<td>#{r.fused_rank}</td></tr>" for r in result.reranked)
@@ -313,16 +340,29 @@ def render_status(result: RetrievalResult, terms: frozenset[str] = frozenset(),
                         f'{esc(why)}</span>')
     rerank = "ok" if result.reranked else (result.reranker_status or "not run")
     branches.append(f'<span class="chip {"ok" if result.reranked else "bad"}">reranker {esc(rerank)}</span>')
-    timings = " · ".join(f"{esc(k)} {v:.1f} ms" for k, v in result.timings_ms.items())
+    timings = timing_summary(result.timings_ms)
+    all_timings = " · ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
     return (f'<div class="status level-{esc(level)}"><div class="status-top">'
             f'<span class="badge">{esc(level)}</span>'
             f'<span class="level-words">{esc(LEVEL_WORDS.get(level, level))}</span></div>'
-            f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}'
-            f'{_why(result.reason)}{render_refusal(result)}'
-            f'<div class="chips">{"".join(branches)}</div>'
-            f'<div class="timings">timings: {timings} '
-            f'<span class="hint">(≈0 ms = served from the per-turn cache)</span>'
-            f"</div>{_legend(terms, common)}</div>")
+            f'<div class="turn-why"><div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>'
+            f'{_why(result.reason)}</div>{_typed(result)}{render_refusal(result)}'
+            f'<div class="facts"><div class="chips">{"".join(branches)}</div>'
+            f'<div class="timings"><span title="{esc(all_timings)}">{esc(timings)}</span> '
+            f'<span class="hint">(≈0 ms = cached)</span>'
+            f"</div>{_legend(terms, common)}</div></div>")
+
+
+# The badge's one-line timing summary: the stages a person compares (each stage's own time is in the tooltip).
+TIMING_GROUPS = (("BM25", ("bm25",)), ("dense", ("embed_query", "chroma_query", "dense")), ("fusion", ("fusion",)),
+                 ("rerank", ("rerank",)), ("total", ("total",)))
+
+
+def timing_summary(timings: Mapping[str, float]) -> str:
+    """``BM25 0.4 · dense 31.2 · fusion 0.3 · rerank 290.1 · total 325.0 ms`` (stages that did not run left out)."""
+    parts = [f"{label} {sum(timings[k] for k in keys if k in timings):.1f}"
+             for label, keys in TIMING_GROUPS if any(k in timings for k in keys)]
+    return "timings: " + " · ".join(parts) + " ms" if parts else "timings: –"
 
 
 def render_refusal(result: RetrievalResult) -> str:
@@ -332,13 +372,32 @@ def render_refusal(result: RetrievalResult) -> str:
     if decision is None:
         return ""
     rows = "".join(
-        f'<li class="{"pass" if t.passed else "fail"}">{"✓" if t.passed else "✗"} {esc(t.sentence)}</li>'
+        f'<li class="{"pass" if t.passed else "fail"}">{"✓" if t.passed else "✗"} {esc(t.sentence)}'
+        f'{esc(_threshold_origin(t.name, result.settings))}</li>'
         for t in decision.tests)
     missing = "".join(f'<li class="unavailable">– {esc(u)}</li>' for u in decision.unavailable)
     verdict = "refused" if decision.refused else "answered"
-    return (f'<details class="refusal" {"open" if decision.refused else ""}><summary>Refusal rule '
+    return (f'<details class="refusal-evidence {verdict}" {"open" if decision.refused else ""}><summary>Refusal rule '
             f'({esc(decision.rule)}): <b>{verdict}</b>: {esc(decision.reason)}</summary>'
             f'<ul>{rows}{missing}</ul></details>')
+
+
+# The refusal rule's cosine tests compare against MIN_SIMILARITY plus a margin (retrieval.pipeline builds the
+# thresholds): the badge says where a number such as 0.64 comes from, since the slider shows only MIN_SIMILARITY.
+_MARGINS = {"cosine rescue": ("refusal_rescue_margin", "REFUSAL_RESCUE_MARGIN"),
+            "cosine": ("refusal_fallback_margin", "REFUSAL_FALLBACK_MARGIN")}
+
+
+def _threshold_origin(test: str, settings: Mapping[str, object]) -> str:
+    """`` (= MIN_SIMILARITY 0.55 + REFUSAL_RESCUE_MARGIN 0.09)`` for a cosine test of the refusal rule, else ""."""
+    if test not in _MARGINS:
+        return ""
+    attr, env = _MARGINS[test]
+    try:
+        base, margin = float(settings["min_similarity"]), float(settings[attr])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return f" (threshold = MIN_SIMILARITY {base:g} + {env} {margin:g})"
 
 
 def _typed(result: RetrievalResult) -> str:
@@ -364,6 +423,24 @@ def _why(reason: str) -> str:
     # The pipeline's reason is "<level in words>: <why>, ..."; the badge already says the level, so show the why.
     _, sep, why = reason.partition(": ")
     return f'<div class="reason"><b>Why:</b> {esc(why)}</div>' if sep and why else ""
+
+
+def render_pending_status(result: RetrievalResult, pairs: int) -> str:
+    """The badge while the cross-encoder works (a streamed turn's first step): the branches and fusion are on
+    screen; the level so far is ``rrf_only`` until the reranked list arrives."""
+    ready = sum(v for k, v in result.timings_ms.items() if k in {"bm25", "dense", "fusion"})
+    return (f'<div class="status level-pending" data-step="fused"><div class="status-top">'
+            f'<span class="badge">rrf_only …</span>'
+            f'<span class="level-words">so far: BM25 + dense fused with RRF (ready in {ready:.0f} ms); the '
+            f'cross-encoder is scoring {pairs} pairs</span></div>'
+            f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}</div>')
+
+
+def pending_column(pairs: int) -> str:
+    """The reranked column while the cross-encoder scores the fused head."""
+    return (f'<div class="col col-reranked pending">{_head("reranked", "scoring…", "idle")}'
+            f'<div class="rows"><div class="empty scoring">scoring {pairs} pairs with the cross-encoder…</div>'
+            f"</div></div>")
 
 
 def status_placeholder(text: str = "Type a turn and press Run.") -> str:

@@ -22,6 +22,7 @@ from retrieval.settings import CONTROLS, Settings, knob_for
 
 TURN, CORPUS, COMPARE, PRESET, DOC = "q", "corpus", "compare", "b", "doc"
 B_PREFIX = "b."
+PRESENT = "present"  # presenter mode (inspector.presenter): read by the page itself in the browser
 MAX_PARAMS = 100
 
 
@@ -95,6 +96,9 @@ def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapp
             state.corpus = raw or None
         elif key == DOC:
             state.doc = raw or None
+        elif key == PRESENT:
+            if _flag(raw) is None:
+                problems.append(f"present={raw[:20]!r} is not on or off: use present=1 or present=0.")
         elif key == COMPARE:
             flag = _flag(raw)
             if flag is None:

@@ -6,6 +6,7 @@ Gradio 6), as ``app.py`` does.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -16,20 +17,18 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import compare_view, data_tab, handlers, render, why_view
+from inspector import (compare_eval, compare_view, corpus_words, data_tab, handlers, jobs, presenter, render,
+                       uploads, why_view)
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
-from inspector.examples import EXAMPLES
 from retrieval.formats import Limits
 from retrieval.settings import Knob
 
 log = logging.getLogger(__name__)
 
 CSS = (Path(__file__).with_name("style.css")).read_text(encoding="utf-8")
-HEADER = ('<div class="banner"><h1>Hybrid retrieval inspector</h1>'
-          '<span class="warn">100% synthetic data · not a medical device · not medical advice</span>'
-          '<span class="sub">BM25 + dense (Chroma) → Reciprocal Rank Fusion → cross-encoder rerank, one turn at a '
-          "time (ADR-0022)</span></div>")
+# Container queries and rules on <body> survive only outside Gradio's CSS processing: a <style> in the head.
+HEAD = "<style>" + (Path(__file__).with_name("head.css")).read_text(encoding="utf-8") + "</style>"
 
 
 # Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
@@ -43,12 +42,16 @@ UPLOAD_ROUTES = ("/process_recording",)
 
 
 class RefuseUploads:
-    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache."""
+    """ASGI middleware: upload routes no control uses answer 403, so no anonymous file lands in the cache; the one
+    upload route a control uses keeps what clients leave there bounded (``uploads.bounded_upload``)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/").endswith(uploads.UPLOAD_ROUTE):
+            await uploads.bounded_upload(self.app, scope, receive, send)
+            return
         if scope["type"] == "http" and scope["path"].rstrip("/").endswith(UPLOAD_ROUTES):
             from starlette.responses import PlainTextResponse
 
@@ -66,7 +69,7 @@ def launch_options() -> dict[str, Any]:
     theme = gr.themes.Default(primary_hue="blue", neutral_hue="slate",
                               font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "Consolas", "monospace"])
-    return {"css": CSS, "theme": theme, "max_file_size": MAX_FILE_SIZE,
+    return {"css": CSS, "theme": theme, "max_file_size": MAX_FILE_SIZE, "js": presenter.KEYS_JS, "head": HEAD,
             "app_kwargs": {"middleware": [Middleware(RefuseUploads)]}}
 
 
@@ -74,63 +77,149 @@ def build_app() -> gr.Blocks:
     """The whole page: the Inspector tab, the RRF classroom and the Evaluation tab."""
     with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as app:
-        gr.HTML(HEADER, elem_id="banner")
+        banner = gr.HTML(corpus_words.banner(corpus_words.words_for(None)), elem_id="banner",
+                         elem_classes=["no-present"])
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
+        corpus.change(lambda name: corpus_words.banner(corpus_words.words_for(name)), corpus, banner,
+                      api_visibility="private")
+        ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         with gr.Tabs():
-            with gr.Tab("Inspector", id="inspector"):
+            with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
                 restore_links = build_inspector_tab(corpus)
             with gr.Tab("Data", id="data"):
                 data_tab.build_data_tab(corpus)
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
-                build_evaluation_tab(corpus=corpus)
+                build_evaluation_tab(corpus=corpus, ab_kept=ab_kept)
         restore_links(app)  # opening a share link restores its state and runs the turn
         app.unload(handlers.end_session)  # the page closed: its exports go with it
+        app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
     return app
 
 
 # ------------------------------------------------------------------------------------------------ the tab
 def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
-    to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it)."""
-    query, run = _turn_row()
-    if corpus is not None:
-        data_tab.turn_picker(query, corpus)  # the active corpus's labeled turns, when it has some
-    examples = _examples(query)
-    controls = _controls()
-    panel = compare_view.build_panel(control_widget)  # compare mode (off by default) and the share link
-    outputs = _results()
-    slots, turn_events = _wire(query, run, examples, controls, outputs, corpus)
+    to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it).
+
+    The answer comes first: the turn row (its label names the corpus) (with the three headline controls), the link's warning,
+    the level badge and the four columns fill the first screen; every other control sits in a drawer (a Gradio
+    Sidebar, closed by default), grouped; compare mode, charts, explain, context and export follow below."""
+    words = corpus_words.words_for(None)
+    sidebar, drawer = _drawer()
+    query, run, headline, present, open_controls = _turn_row(words)
+    open_controls.click(lambda: gr.Sidebar(open=True), None, sidebar, api_visibility="private")
+    controls = {name: {**headline, **drawer}[name] for name in handlers.CONTROLS}
+    with gr.Row(elem_id="examples-row", elem_classes=["no-present"]):
+        examples = _examples(query, words)
+        if corpus is not None:
+            data_tab.turn_picker(query, corpus)  # the active corpus's labeled turns, when it has some
+    hint = gr.HTML(corpus_words.hint_html(words), elem_id="examples-hint", elem_classes=["no-present"])
+    outputs_hint = {"hint": hint}
+    tour = _tour_bar(words)
+    link_message = gr.HTML("", elem_id="link-message")  # a link's problems, at the top where they are seen
+    outputs = {**_results(), **outputs_hint}
+    with gr.Column(elem_id="compare-area", elem_classes=["no-present"]):
+        panel = compare_view.build_panel(control_widget, link_message)  # compare mode (off by default), link
+    _details(outputs)
+    slots, turn_events = _wire(query, run, examples, controls, outputs, corpus, tour)
     compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
-    apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
+    presenter.wire(tour, present)
+    if corpus is not None:
+        corpus.change(_corpus_changed, corpus, [examples.dataset, query, hint, tour["index"], tour["caption"]],
+                      api_visibility="private")
+
+    with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
+        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
 
     def finish(app: gr.Blocks) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus)
         apply_tune(app)  # the Evaluation tab's Tune / Apply sets A and B here
+        presenter.wire_load(app, present)
         _newest_wins(app, slots, [outputs["status"], panel["link"]])
 
     return finish
 
 
-def _turn_row() -> tuple[gr.Textbox, gr.Button]:
-    with gr.Row(equal_height=True):
-        query = gr.Textbox(label="User turn", elem_id="query", lines=1, max_lines=3, scale=6, autofocus=True,
-                           placeholder="e.g. What does error E-07 on my GlucoSense GS-40 mean?")
-        run = gr.Button("Run ▶", variant="primary", elem_id="run", scale=1, min_width=120)
-    return query, run
+# The three controls a presenter turns in front of people stay next to the turn; the rest sit in the drawer, grouped.
+HEADLINE = ("rrf_k", "hybrid_enabled", "simulate_reranker_failure")
+HEADLINE_LAYOUT = {"rrf_k": dict(scale=2, min_width=200, label="RRF k"),
+                   "hybrid_enabled": dict(scale=0, min_width=120, label="Hybrid on"),
+                   "simulate_reranker_failure": dict(scale=0, min_width=150, label="Reranker fails (simulated)")}
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Branches and fusion", ("top_k", "candidate_multiplier", "bm25_weight", "dense_weight", "fusion",
+                             "query_weighting", "bm25_tokenizer")),
+    ("Reranker", ("reranker_max_input", "rerank_mode", "rerank_weight")),
+    ("Refusal and context", ("min_similarity", "context_token_budget")),
+    ("Failure simulation", ("simulate_empty_bm25",)),
+    ("Model", ("embedding_model",)),
+)
 
 
-def _examples(query: gr.Textbox) -> gr.Examples:
-    examples = gr.Examples(examples=[[e.text] for e in EXAMPLES], inputs=[query], label="Examples (click to run)",
-                           example_labels=[e.label for e in EXAMPLES], elem_id="examples",
-                           examples_per_page=len(EXAMPLES))
-    with gr.Accordion("What each example shows", open=False):
-        gr.HTML("<ul>" + "".join(f"<li><b>{render.esc(e.label)}</b> — <i>{render.esc(e.text)}</i>: "
-                                 f"{render.esc(e.shows)}</li>" for e in EXAMPLES) + "</ul>",
-                elem_id="examples-help")
-    return examples
+def _turn_row(words: corpus_words.CorpusWords) -> tuple[gr.Textbox, gr.Button, dict[str, Any], gr.Checkbox,
+                                                        gr.Button]:
+    """The turn box, Run, the headline controls, the presenter toggle and the button that opens the drawer."""
+    d = handlers.default_controls()
+    with gr.Row(equal_height=True, elem_id="turn-row", elem_classes=["no-present"]):
+        query = gr.Textbox(label=corpus_words.turn_label(words), elem_id="query", lines=1, max_lines=3, scale=5, min_width=260,
+                           autofocus=True, placeholder=words.placeholder)
+        run = gr.Button("Run ▶", variant="primary", elem_id="run", scale=0, min_width=100)
+        headline = {name: control_widget(handlers.KNOBS[name], d[name], **HEADLINE_LAYOUT.get(name, {}))
+                    for name in HEADLINE}
+        with gr.Column(scale=0, min_width=130, elem_id="turn-row-end"):
+            present = gr.Checkbox(False, label="Presenter mode", elem_id="present-on")
+            open_controls = gr.Button("⚙ All controls", elem_id="open-controls", size="sm")
+    return query, run, headline, present, open_controls
+
+
+def _drawer() -> tuple[gr.Sidebar, dict[str, gr.components.Component]]:
+    """Every control but the headline ones, in the drawer (closed at first), grouped (``GROUPS``)."""
+    d = handlers.default_controls()
+    c: dict[str, gr.components.Component] = {}
+    with gr.Sidebar(open=False, label="Controls", elem_id="controls-drawer", width=340) as sidebar:
+        gr.Markdown("**Controls**: each change re-runs the turn from cache (no model runs unless a list changes).",
+                    elem_id="drawer-help")
+        for title, names in GROUPS:
+            with gr.Accordion(title, open=True, elem_id="group-" + title.lower().replace(" ", "-")):
+                for name in names:
+                    c[name] = control_widget(handlers.KNOBS[name], d[name])
+    missing = set(handlers.CONTROLS) - set(c) - set(HEADLINE)
+    if missing:
+        raise RuntimeError(f"no widget placed for {sorted(missing)}")
+    return sidebar, c
+
+
+def _examples(query: gr.Textbox, words: corpus_words.CorpusWords) -> gr.Examples:
+    """The active corpus's example turns (the curated ones on the shipped cards; its labeled turns otherwise)."""
+    samples, labels = corpus_words.example_samples(words)
+    return gr.Examples(examples=samples or [[""]], inputs=[query], label="Examples (click to run)",
+                       example_labels=labels or ["(none)"], elem_id="examples",
+                       examples_per_page=corpus_words.MAX_EXAMPLES)
+
+
+def _corpus_changed(corpus: str | None) -> tuple[Any, ...]:
+    """The session's corpus changed (Data tab, link): the turn box's label naming it and its placeholder, the
+    examples, the hint and the tour."""
+    words = corpus_words.words_for(corpus)
+    samples, labels = corpus_words.example_samples(words)
+    return (gr.Dataset(samples=samples, sample_labels=labels or None),
+            gr.Textbox(placeholder=words.placeholder, label=corpus_words.turn_label(words)),
+            corpus_words.hint_html(words),
+            *presenter.reset(corpus))
+
+
+def _tour_bar(words: corpus_words.CorpusWords) -> dict[str, Any]:
+    """Presenter mode's tour: previous / the caption of this step / next (keys: ← → or PageUp / PageDown)."""
+    t: dict[str, Any] = {}
+    with gr.Row(equal_height=True, elem_id="tour-bar"):
+        t["prev"] = gr.Button("◀ Previous", elem_id="tour-prev", scale=0, min_width=120)
+        t["caption"] = gr.HTML(presenter.caption_html(None, -1, len(words.steps)), elem_id="tour-caption")
+        t["next"] = gr.Button("Next ▶", elem_id="tour-next", scale=0, min_width=120)
+        t["exit"] = gr.Button("Exit presenter mode", elem_id="tour-exit", scale=0, min_width=150)
+    t["index"] = gr.State(-1)
+    return t
 
 
 # Controls whose range is too wide for a slider get a number box; the rest follow their Knob's kind.
@@ -138,10 +227,12 @@ NUMBER_BOX_STEPS = 2000
 ELEM_IDS = {"context_token_budget": "context-budget"}
 
 
-def control_widget(spec: Knob, value: Any) -> gr.components.Component:
-    """The widget for one control, with the type, range, choices and label of its Settings field."""
+def control_widget(spec: Knob, value: Any, **layout: Any) -> gr.components.Component:
+    """The widget for one control, with the type, range, choices and label of its Settings field (``layout``:
+    Gradio's scale / min_width)."""
     elem_id = ELEM_IDS.get(spec.name, spec.name.replace("_", "-"))
     common = dict(value=value, label=spec.label, elem_id=elem_id)
+    common.update(layout)
     if spec.name == "embedding_model":
         return gr.Dropdown(handlers.model_choices(), **common)
     if spec.kind == "bool":
@@ -156,56 +247,39 @@ def control_widget(spec: Knob, value: Any) -> gr.components.Component:
     raise ValueError(f"no widget for control {spec.name!r} of kind {spec.kind!r}")
 
 
-def _controls() -> dict[str, gr.components.Component]:
-    """Every control of ``handlers.CONTROLS``, grouped by widget kind: sliders, then model and number boxes, then
-    the failure toggles, then the quality levers' choices."""
-    d = handlers.default_controls()
-    specs = [handlers.KNOBS[name] for name in handlers.CONTROLS]
-    sliders = [s for s in specs if s.kind in {"int", "float"} and s.name not in _boxed(specs)]
-    groups = (sliders[:5], sliders[5:], [s for s in specs if s.name == "embedding_model" or s.name in _boxed(specs)],
-              [s for s in specs if s.kind == "bool"], [s for s in specs if s.kind == "choice"])
-    c: dict[str, gr.components.Component] = {}
-    with gr.Accordion("Controls (changes re-run the turn from cache: no model runs unless a branch list changes)",
-                      open=True):
-        for group in groups:
-            with gr.Row():
-                for spec in group:
-                    c[spec.name] = control_widget(spec, d[spec.name])
-    missing = set(handlers.CONTROLS) - set(c)
-    if missing:
-        raise RuntimeError(f"no widget placed for {sorted(missing)}")
-    return {name: c[name] for name in handlers.CONTROLS}
-
-
-def _boxed(specs: list[Knob]) -> set[str]:
-    return {s.name for s in specs if s.kind in {"int", "float"} and (s.hi - s.lo) / (s.step or 1) > NUMBER_BOX_STEPS}
-
-
 def _results() -> dict[str, Any]:
+    """The first screen's results: the message, the level badge and the four columns (the rest: ``_details``)."""
     o: dict[str, Any] = {}
     o["message"] = gr.HTML("", elem_id="message")
     o["status"] = gr.HTML(render.status_placeholder(), elem_id="hybrid-path")
-    with gr.Row(elem_id="columns", equal_height=False):
-        for stage in ("bm25", "dense", "rrf", "reranked"):
-            o[stage] = gr.HTML(render.placeholder(stage), elem_id=f"list-{stage}", min_width=240)
-    with gr.Row(equal_height=True):
-        o["rank_flow"] = gr.Plot(label="Rank flow", elem_id="chart-rank-flow")
-        o["contributions"] = gr.Plot(label="RRF contributions", elem_id="chart-contributions")
-    with gr.Row():
-        o["k_sensitivity"] = gr.Plot(label="k sensitivity", elem_id="chart-k-sensitivity")
-        with gr.Column():
-            gr.Markdown("### Explain one document")
-            o["explain_doc"] = gr.Dropdown(choices=[], value=None, label="Document (sub-chunk)",
-                                           elem_id="explain-doc", interactive=True)
-            o["explain"] = gr.HTML(render.render_explain_placeholder(), elem_id="explain")
-    gr.Markdown("### Context handed to the language model")
-    o["context"] = gr.HTML(render.render_message("Run a turn to build the context.", "info"), elem_id="context")
-    o["export"] = gr.DownloadButton("⬇ Export this turn (JSON)", value=None, elem_id="export", variant="secondary")
+    with gr.Column(elem_id="columns-wrap"):  # the container the columns' grid measures (style.css)
+        with gr.Row(elem_id="columns", equal_height=False):
+            for stage in ("bm25", "dense", "rrf", "reranked"):
+                o[stage] = gr.HTML(render.placeholder(stage), elem_id=f"list-{stage}", min_width=0)
+    return o
+
+
+def _details(o: dict[str, Any]) -> None:
+    """Below the columns: the charts, the explain view, the context and the export (added to ``o``)."""
+    with gr.Column(elem_id="details", elem_classes=["no-present"]):
+        with gr.Row(equal_height=True):
+            o["rank_flow"] = gr.Plot(label="Rank flow", elem_id="chart-rank-flow")
+            o["contributions"] = gr.Plot(label="RRF contributions", elem_id="chart-contributions")
+        with gr.Row():
+            o["k_sensitivity"] = gr.Plot(label="k sensitivity", elem_id="chart-k-sensitivity")
+            with gr.Column():
+                gr.Markdown("### Explain one document")
+                o["explain_doc"] = gr.Dropdown(choices=[], value=None, label="Document (sub-chunk)",
+                                               elem_id="explain-doc", interactive=True)
+                o["explain"] = gr.HTML(render.render_explain_placeholder(), elem_id="explain")
+        gr.Markdown("### Context handed to the language model")
+        o["context"] = gr.HTML(render.render_message("Run a turn to build the context.", "info"), elem_id="context")
+        o["export"] = gr.DownloadButton("⬇ Export this turn (JSON)", value=None, elem_id="export",
+                                        variant="secondary")
     o["last_turn"] = gr.State(None)
     missing = set(handlers.TurnView._fields) - set(o)
     if missing:
         raise RuntimeError(f"ui outputs missing for {sorted(missing)}")
-    return o
 
 
 def _cancel_slot(trigger: Any = None, after: Any = None) -> Any:
@@ -237,13 +311,18 @@ def _newest_wins(app: gr.Blocks, slots: list[Any], marks: list[Any]) -> None:
 
 
 def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
-          o: dict[str, Any], corpus: gr.Textbox | None = None) -> tuple[list[Any], list[Any]]:
+          o: dict[str, Any], corpus: gr.Textbox | None = None,
+          tour: dict[str, Any] | None = None) -> tuple[list[Any], list[Any]]:
     """Wire the turn events; returns the cancel slots (see ``_newest_wins``) and the turn events, after each of which
     compare mode and the share link refresh."""
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
     outputs = [o[name] for name in handlers.TurnView._fields]
-    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4)
+    # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
+    # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
+    # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
+    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4,
+                preprocess=False)
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
@@ -252,24 +331,33 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
         events.append(trigger(fn, **kw))
         return events[-1]
 
-    newest(run.click, handlers.run_turn, api_name="run_turn", **turn)
-    newest(query.submit, handlers.run_turn, api_visibility="private", **turn)
-    slots.append(_cancel_slot(after=examples.load_input_event))
-    events.append(examples.load_input_event.then(handlers.run_turn, api_visibility="private", **turn))
+    def then_turn(event: Any) -> None:  # an event that fills the turn box, then the turn
+        slots.append(_cancel_slot(after=event))
+        events.append(event.then(handlers.stream_turn, api_visibility="private", **turn))
+
+    # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
+    newest(run.click, handlers.stream_turn, api_name="run_turn", **turn)
+    newest(query.submit, handlers.stream_turn, api_visibility="private", **turn)
+    examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
+    then_turn(examples.load_input_event)
+    if tour is not None:
+        for button, direction in ((tour["prev"], -1), (tour["next"], 1)):
+            then_turn(button.click(functools.partial(presenter.step, direction), [tour["index"], *tail],
+                                   [tour["index"], query, tour["caption"]], api_visibility="private"))
     rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private",
                  trigger_mode="always_last")
     for name, component in controls.items():
         if name == "embedding_model":
             changed = newest(component.input, handlers.on_model_change, inputs=component,
                              outputs=controls["min_similarity"], api_visibility="private")
-            events[-1] = changed.then(handlers.rerun_turn, **rerun)
+            events[-1] = changed.then(handlers.stream_rerun, **rerun)
         elif isinstance(component, gr.Slider):
-            newest(component.release, handlers.rerun_turn, **rerun)  # on release: dragging stays smooth
+            newest(component.release, handlers.stream_rerun, **rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):
-            newest(component.submit, handlers.rerun_turn, **rerun)
-            newest(component.blur, handlers.rerun_turn, **rerun)
+            newest(component.submit, handlers.stream_rerun, **rerun)
+            newest(component.blur, handlers.stream_rerun, **rerun)
         else:
-            newest(component.input, handlers.rerun_turn, **rerun)
+            newest(component.input, handlers.stream_rerun, **rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],
                            api_visibility="private")
     return slots, events

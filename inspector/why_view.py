@@ -20,7 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import handlers
+from inspector import handlers, jobs
 from inspector.render import esc, render_message
 from retrieval.corpora import SHIPPED
 from retrieval.judgments import GRADES, JudgmentStore, check_grade
@@ -232,8 +232,7 @@ def build_tune(source: Any) -> None:
         report = gr.HTML("", elem_id="tune-report")
         message = gr.HTML("", elem_id="tune-message")
     state = gr.State(None)
-    run.click(run_tune, [source, seed], [report, state], concurrency_id="evaluation", concurrency_limit=1,
-              api_visibility="private")
+    run.click(run_tune, [source, seed], [report, state], api_visibility="private", **jobs.HEAVY)  # one heavy job
     from gradio.context import Context
 
     if Context.root_block is not None:
@@ -252,12 +251,10 @@ def run_tune(source: str | None, seed: Any, progress: Any = gr.Progress()) -> tu
         seed_value = int(seed or 0)
         settings = handlers.base_settings()
         dataset, retriever, _ = open_labeled(name.removeprefix("live:"), settings)
-
-        def tick(done: int, total: int, label: str) -> None:
-            if progress is not None:
-                progress((done, total), desc=f"{label}: {done}/{total}")
-
-        report = tune(dataset, retriever, settings, seed=seed_value, progress=tick)
+        with jobs.running() as flag:  # a heavy job: stops after the turn it is on when its page goes away
+            report = tune(dataset, retriever, settings, seed=seed_value, progress=jobs.ticker(flag, progress))
+    except jobs.JobCancelled:
+        return render_message("Tune stopped: its page went away or it was cancelled."), None
     except (ValueError, OSError) as exc:
         return render_message(str(exc)), None
     except Exception as exc:

@@ -42,7 +42,7 @@ def read_collection(settings: Settings, name: str, text_field: str = "", title_f
     try:
         col = client.get_collection(name)
     except Exception:
-        others = sorted(n for n in corpus_store.collection_names(settings) if not n.startswith(corpus_store.PREFIX))
+        others = sorted(n for n in corpus_store.collection_names(settings) if not own_collection(n))
         raise ValueError(f"no collection named {name!r} in {corpus_store.where(settings)}; it holds: "
                          f"{', '.join(others) or 'none'}.") from None
     include = ["documents", "metadatas", *(["embeddings"] if embeddings else [])]
@@ -84,7 +84,11 @@ def read_attached(settings: Settings, entry) -> tuple[list[Chunk], list[Card]]:
     return chunks, cards_of(chunks)
 
 
+def own_collection(name: str) -> bool:
+    """True for this app's own collections: corpus records, dense collections, the relevance judgments."""
+    return name.startswith((corpus_store.PREFIX, "chunks-")) or name in corpus_store.OWN_NAMES
+
+
 def attachable(settings: Settings) -> list[str]:
-    """The collections of the store made elsewhere (not this app's record or dense collections)."""
-    return sorted(n for n in corpus_store.collection_names(settings)
-                  if not n.startswith(corpus_store.PREFIX) and not n.startswith("chunks-"))
+    """The collections of the store made elsewhere (not this app's own)."""
+    return sorted(n for n in corpus_store.collection_names(settings) if not own_collection(n))

@@ -9,10 +9,11 @@ dense, rerank) gets its own small thread pool, so a backend that hangs ties up o
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,3 +109,25 @@ class StagePool:
 
 
 POOLS: dict[str, StagePool] = {name: StagePool(name) for name in ("bm25", "dense", "rerank")}
+
+
+class InUse:
+    """How many callers are inside ``with in_use():`` right now (thread-safe); ``active`` while any is."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    @property
+    def active(self) -> bool:
+        return self._count > 0

@@ -43,7 +43,8 @@ NEUTRAL_REFUSAL = ("I could not find this in the documents I have, so I will not
                    "about something they cover?")
 MAX_REFUSAL_CHARS = 1000
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
-_REGISTRY_LOCK = threading.RLock()
+_REGISTRY_LOCK = threading.RLock()  # one add (or legacy import) at a time in this process
+_CACHE_LOCK = threading.Lock()  # the loaded corpora: never held while the store is read or written
 _LOADED: dict[tuple, CorpusData] = {}  # (source or record, stamp) -> loaded corpus, shared by every session
 _LOADED_KEEP = 8
 STORED = ("indexed", "attached")  # the kinds kept in the store
@@ -65,7 +66,7 @@ class CorpusEntry:
     refusal: str = NEUTRAL_REFUSAL  # what the assistant says when it refuses a turn on this corpus
     origin: str = ""  # "page" (uploaded from the page), "cli" (`python -m retrieval index`), "attach"
     owner: str = ""  # sha256 of the token of the browser session that uploaded it ("" = none may delete it)
-    model: str = ""  # attached: the embedding model of its collection
+    model: str = ""  # the embedding model it was added with (attached: the one of its collection, the only one)
     collection: str = ""  # attached: the Chroma collection it opens; else its record collection
 
     def label(self) -> str:
@@ -141,9 +142,16 @@ class _Changes:
             done = path.with_name(path.name + ".imported")
             path.replace(done)
             os.chmod(done, 0o600)
+            uploads = self.data_dir / "uploads"  # the old copies of uploads: the owner's only from now on
+            if uploads.is_dir():
+                os.chmod(uploads, 0o700)
+                for old in uploads.iterdir():
+                    if old.is_file():
+                        os.chmod(old, 0o600)
             for row in rows if isinstance(rows, list) else []:
-                source = Path(str(row.get("source", ""))) if isinstance(row, dict) else Path()
-                if isinstance(row, dict) and source.exists():
+                raw = str(row.get("source") or "") if isinstance(row, dict) else ""
+                if raw and Path(raw).exists():
+                    source = Path(raw)
                     try:
                         self.add(source, str(row.get("name") or source.stem))
                     except Exception as exc:
@@ -329,7 +337,7 @@ class Registry(_Changes):
             meta = {"format": loaded.format, "fingerprint": fp, "cards": len(loaded.cards), "chunks": len(chunks),
                     "turns": len(loaded.queries), "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
                     "origin": "page" if copy else "cli", "owner": owner_hash(owner) if copy else "", "refusal": "",
-                    "source": "" if copy else str(path.resolve())}
+                    "source": "" if copy else str(path.resolve()), "model": _canonical(self.settings.embedding_model)}
             final = corpus_store.create(self.settings, sanitise(name or Path(shown).stem), taken, meta,
                                         loaded.cards, loaded.queries)
         entry = entry_of({**meta, "name": final, "collection": corpus_store.PREFIX + final})
@@ -376,11 +384,11 @@ def attach(settings: Settings, collection: str, *, name: str | None = None, text
         ValueError: no such collection, rows without text, or vectors that are not the model's (``AttachMismatch``,
             naming the mismatch).
     """
-    from retrieval.attach import cards_of, read_collection
+    from retrieval.attach import cards_of, own_collection, read_collection
     from retrieval.dense import AttachMismatch, attach_problem
     from retrieval.encoders import canonical_embedder, load_embedder
 
-    if collection.startswith(corpus_store.PREFIX) or collection.startswith("chunks-"):
+    if own_collection(collection):
         raise ValueError(f"{collection!r} is one of this app's own collections: open its corpus by name instead.")
     chunks, vectors = read_collection(settings, collection, text_field, title_field, embeddings=True)
     embedder = load_embedder(settings.embedding_model)
@@ -402,13 +410,19 @@ def attach(settings: Settings, collection: str, *, name: str | None = None, text
     return registry.open(final), True
 
 
+def _canonical(model: str) -> str:
+    from retrieval.encoders import canonical_embedder
+
+    return canonical_embedder(model)
+
+
 def _cached(key: tuple) -> CorpusData | None:
-    with _REGISTRY_LOCK:
+    with _CACHE_LOCK:
         return _LOADED.get(key)
 
 
 def _remember(key: tuple, data: CorpusData) -> CorpusData:
-    with _REGISTRY_LOCK:
+    with _CACHE_LOCK:
         if len(_LOADED) >= _LOADED_KEEP:
             _LOADED.pop(next(iter(_LOADED)))
         _LOADED[key] = data

@@ -86,22 +86,43 @@ def _decode(path: Path, lineno: int, raw: bytes) -> str:
                           "Save the file as UTF-8.") from None
 
 
+ID_SEPARATOR = "#"  # a sub-chunk id is <card id>#<n>: a card id must not hold it
+
+
+def id_problem(card_id: str, field: str = "id") -> str | None:
+    """Why ``card_id`` cannot be a card id (it holds the sub-chunk separator), or None. The caller adds file:line."""
+    if ID_SEPARATOR in card_id:
+        return (f"field {field!r}: id {card_id!r} contains {ID_SEPARATOR!r}, which separates a card id from its "
+                f"sub-chunk number (<card id>{ID_SEPARATOR}<n>); rename the card without {ID_SEPARATOR!r}.")
+    return None
+
+
+def json_line(line: str | bytes) -> Any:
+    """``json.loads`` of one line, whose failures are a ``ValueError`` saying what to fix (the caller adds the file
+    and the line): a syntax error with its column, brackets nested too deeply for the parser (``RecursionError``
+    otherwise), a number with too many digits."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno}).") from None
+    except RecursionError:
+        raise ValueError("invalid JSON (brackets nested too deeply for the parser). A card is one flat JSON "
+                         "object.") from None
+    except ValueError as exc:  # e.g. Python's cap on the digits of an integer
+        reason = (f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
+                  if "digits" in str(exc) else str(exc))
+        raise ValueError(f"invalid JSON ({reason}).") from None
+
+
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for lineno, raw in _raw_lines(path):
         line = _decode(path, lineno, raw)
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from None
-        except RecursionError:
-            raise CorpusError(f"{path}:{lineno}: invalid JSON (brackets nested too deeply for the parser). "
-                              "A card is one flat JSON object.") from None
-        except ValueError as exc:  # e.g. Python's cap on the digits of an integer
-            reason = (f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
-                      if "digits" in str(exc) else str(exc))
-            raise CorpusError(f"{path}:{lineno}: invalid JSON ({reason}).") from None
+            obj = json_line(line)
+        except ValueError as exc:
+            raise CorpusError(f"{path}:{lineno}: {exc}") from None
         if not isinstance(obj, dict):
             raise CorpusError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
         yield lineno, obj
@@ -148,6 +169,8 @@ def load_cards(path: str | Path) -> list[Card]:
     for lineno, obj in _json_lines(path):
         values = {name: _require_str(path, lineno, obj, name) for name in CARD_FIELDS}
         card_id = values["id"].strip()
+        if problem := id_problem(card_id):
+            raise CorpusError(f"{path}:{lineno}: {problem}")
         if card_id in first_line:
             raise CorpusError(
                 f"{path}:{lineno}: field 'id': duplicate id {card_id!r} (first seen on line {first_line[card_id]})."
@@ -222,6 +245,8 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
             raise CorpusError(f"{corpus_path}:{lineno}: field 'title' must be a string.")
         if not (title.strip() or text.strip()):
             continue  # BEIR sets hold a few empty documents; they can never be retrieved
+        if problem := id_problem(doc_id, "_id"):
+            raise CorpusError(f"{corpus_path}:{lineno}: {problem}")
         if doc_id in seen:
             raise CorpusError(f"{corpus_path}:{lineno}: field '_id': duplicate id {doc_id!r}.")
         seen.add(doc_id)

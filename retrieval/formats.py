@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import posixpath
 import re
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, load_queries
+from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries
 from retrieval.types import Card
 
 MAX_PROBLEMS_SHOWN = 20
@@ -39,9 +38,15 @@ class Limits:
     max_zip_entries: int = 10_000  # MAX_ZIP_ENTRIES
     max_unpacked_mb: float = 200.0  # MAX_UNPACKED_MB: a zip's declared total unpacked size
     max_corpora: int = 50  # MAX_CORPORA: corpora uploaded or indexed here (each keeps a file and a Chroma collection)
+    # What the web server's upload route may keep before a corpus adopts (copies) an upload (inspector.uploads):
+    upload_client_mb: float = 100.0  # UPLOAD_CLIENT_MB: one client (address) at a time
+    upload_total_mb: float = 500.0  # UPLOAD_TOTAL_MB: all clients together
+    upload_unused_s: float = 600.0  # UPLOAD_UNUSED_S: an upload no corpus adopted is deleted after this long
 
     ENV = {"max_upload_mb": "MAX_UPLOAD_MB", "max_cards": "MAX_CARDS", "max_card_chars": "MAX_CARD_CHARS",
-           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB", "max_corpora": "MAX_CORPORA"}
+           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB", "max_corpora": "MAX_CORPORA",
+           "upload_client_mb": "UPLOAD_CLIENT_MB", "upload_total_mb": "UPLOAD_TOTAL_MB",
+           "upload_unused_s": "UPLOAD_UNUSED_S"}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Limits:
@@ -170,9 +175,9 @@ def _first_record_has(path: Path, key: str) -> bool:
                 if not raw:
                     return False
                 if raw.strip():
-                    obj = json.loads(raw)
+                    obj = json_line(raw)
                     return isinstance(obj, dict) and key in obj
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # the full parse names the file and the line
         return False
     return False
 
@@ -216,12 +221,9 @@ def _json_objects(data: bytes, name: str, out: _Collector):
             out.add(f"{name}:{lineno}: line is longer than {MAX_LINE_BYTES:,} characters.")
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            out.add(f"{name}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).")
-            continue
-        except (RecursionError, ValueError) as exc:
-            out.add(f"{name}:{lineno}: invalid JSON ({type(exc).__name__}).")
+            obj = json_line(line)
+        except ValueError as exc:
+            out.add(f"{name}:{lineno}: {exc}")
             continue
         if not isinstance(obj, dict):
             out.add(f"{name}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
@@ -260,6 +262,9 @@ class _Cards:
 
     def add(self, where: str, card_id: str, title: str, text: str, lang: str = "en", topic: str = "general",
             id_field: str = "id") -> None:
+        if problem := id_problem(card_id, id_field):
+            self.out.add(f"{where}: {problem}")
+            return
         if card_id in self.first:
             self.out.add(f"{where}: field {id_field!r}: duplicate id {card_id!r} (first seen at {self.first[card_id]}).")
             return

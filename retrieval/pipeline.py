@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 from opentelemetry import trace
 
 from retrieval.bm25 import BM25Index
-from retrieval.cache import LRU, POOLS, cached
+from retrieval.cache import LRU, POOLS, InUse, cached
 from retrieval.context import REFUSAL
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
 from retrieval.dense import DenseBranch, Progress
@@ -70,7 +72,7 @@ class HybridRetriever:
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
         self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
         self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
-        self._cache = LRU(cache_size)  # per-turn values; an evaluation over many turns asks for more
+        self._cache, self.using = LRU(cache_size), InUse()  # per-turn values; in use: get_retriever never evicts it
         self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
                                         attach=attach)
 
@@ -101,7 +103,7 @@ class HybridRetriever:
         """Run one turn. Never raises for a bad turn or a failed model: the result says what happened. Once it is
         answered, ``prescore`` scores ahead, in the background, the pairs a moved control may need (``_prescore``)."""
         s = settings or self.settings
-        with tracer.start_as_current_span("retrieval.retrieve") as span, PRESCORER.foreground():
+        with self.using(), tracer.start_as_current_span("retrieval.retrieve") as span, PRESCORER.foreground():
             result = self._retrieve(query, s)
             _record(span, s, result)
         if prescore and result.reranked:
@@ -325,9 +327,32 @@ def _refused_input(raw_query: Any, why: str, s: Settings) -> RetrievalResult:
 
 
 # ------------------------------------------------------------------------------------------ process-wide
-_RETRIEVERS: dict[tuple, HybridRetriever] = {}
+def _max_retrievers(env: Mapping[str, str] = os.environ) -> int:
+    raw = (env.get("MAX_RETRIEVERS") or "").strip()
+    if not raw:
+        return 8
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"MAX_RETRIEVERS={raw!r}: give a whole number of retrievers kept in memory, 1 or more.")
+    return int(raw)
+
+
+# At most MAX_RETRIEVERS retrievers (one per corpus, model and store; each holds its sub-chunks, BM25 indexes and a
+# per-turn cache) are kept, least recently used evicted first, never one in use; an evicted one reopens from its store.
+MAX_RETRIEVERS = _max_retrievers()
+_RETRIEVERS: OrderedDict[tuple, HybridRetriever] = OrderedDict()
 _BUILDING: dict[tuple, threading.Lock] = {}
 _RETRIEVERS_LOCK = threading.Lock()
+
+
+def _evict() -> None:
+    """Drop the least recently used retrievers not in use until at most ``MAX_RETRIEVERS`` are kept (lock held)."""
+    over = len(_RETRIEVERS) - MAX_RETRIEVERS
+    for key in list(_RETRIEVERS):
+        if over <= 0:
+            break
+        if not _RETRIEVERS[key].using.active:
+            del _RETRIEVERS[key]
+            over -= 1
 
 
 def retriever_key(s: Settings, corpus_key: str | None = None) -> tuple:
@@ -360,14 +385,17 @@ def get_retriever(settings: Settings | None = None, progress: Progress | None = 
     key = retriever_key(s, corpus_key)
     with _RETRIEVERS_LOCK:
         if key in _RETRIEVERS:
+            _RETRIEVERS.move_to_end(key)
             return _RETRIEVERS[key]
         building = _BUILDING.setdefault(key, threading.Lock())
     with building:
         with _RETRIEVERS_LOCK:
             if key in _RETRIEVERS:
+                _RETRIEVERS.move_to_end(key)
                 return _RETRIEVERS[key]
         retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel, attach=attach)
         with _RETRIEVERS_LOCK:
             _RETRIEVERS[key] = retriever
             _BUILDING.pop(key, None)
+            _evict()
         return retriever

@@ -33,7 +33,7 @@ def clean_query(text: Any) -> str:
     text = without_format(unicodedata.normalize("NFKC", text))
     text = " ".join(without_controls(text).split())
     if not text:
-        raise QueryError("The turn is empty: type a question, e.g. 'What does GlucoSense GS-40 error E-07 mean?'.")
+        raise QueryError("The turn is empty: type a question about the active corpus (the examples show some).")
     if len(text) > MAX_QUERY_CHARS:
         raise QueryError(f"The turn is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
                          "Shorten it to the question you want answered.")

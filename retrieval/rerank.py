@@ -83,28 +83,83 @@ def pair_key(model: str, query: str, text: str) -> tuple[str, str, str]:
     return (model, query, text)
 
 
-def score_pairs(scorer: Scorer, query: str, texts: Sequence[str],
-                stop: Callable[[], bool] | None = None) -> list[float | None]:
-    """The logits of ``(query, text)`` in order: from ``PAIR_SCORES``, the rest scored (spread over the scorer's
-    sessions when it has ``score_many``; in order, so the likeliest head is scored first) and cached as each one
-    finishes. ``stop()`` is asked before each pair: the pairs not scored once it is true stay None. Non-finite
-    logits are returned but never cached."""
+class _InFlight:
+    """The pairs being scored right now, process-wide: a turn that needs a pair another caller is scoring (the same
+    turn from another session, as when a class sends one example at once; the pre-scorer) waits for that logit
+    instead of computing it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[tuple[str, str, str], threading.Event] = {}
+
+    def claim(self, keys: Sequence[tuple[str, str, str]]) -> tuple[list[float | None], list[int], list[int]]:
+        """Each key's cached logit (else None), the positions this caller now scores, those another caller is
+        scoring."""
+        out: list[float | None] = []
+        mine, theirs = [], []
+        with self._lock:
+            for i, key in enumerate(keys):
+                out.append(PAIR_SCORES.get(key))
+                if out[-1] is None:
+                    if key in self._events:
+                        theirs.append(i)
+                    else:
+                        self._events[key] = threading.Event()
+                        mine.append(i)
+        return out, mine, theirs
+
+    def release(self, key: tuple[str, str, str]) -> None:
+        """Done with ``key`` (its logit is cached, or it was not scored): whoever waits for it goes on."""
+        with self._lock:
+            event = self._events.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def wait(self, key: tuple[str, str, str], stop: Callable[[], bool] | None) -> None:
+        """Until ``key`` is released, or ``stop()``."""
+        with self._lock:
+            event = self._events.get(key)
+        while event is not None and not event.wait(0.02):
+            if stop is not None and stop():
+                return
+
+
+IN_FLIGHT = _InFlight()
+
+
+def score_pairs(scorer: Scorer, query: str, texts: Sequence[str], stop: Callable[[], bool] | None = None,
+                _retry: bool = True) -> list[float | None]:
+    """The logits of ``(query, text)`` in order: from ``PAIR_SCORES``, or from another caller scoring the same pair
+    now (``IN_FLIGHT``), the rest scored (spread over the scorer's sessions when it has ``score_many``; in order,
+    so the likeliest head is scored first) and cached as each one finishes. ``stop()`` is asked before each pair:
+    the pairs not scored once it is true stay None. Non-finite logits are returned but never cached."""
     keys = [pair_key(scorer.name, query, t) for t in texts]
-    out: list[float | None] = [PAIR_SCORES.get(k) for k in keys]
-    missing = [i for i, v in enumerate(out) if v is None]
+    out, missing, theirs = IN_FLIGHT.claim(keys)
 
     def done(j: int, value: float) -> None:
         out[missing[j]] = value
         if math.isfinite(value):
             PAIR_SCORES.put(keys[missing[j]], value)
+        IN_FLIGHT.release(keys[missing[j]])
 
-    if missing and hasattr(scorer, "score_many"):
-        scorer.score_many(query, [texts[i] for i in missing], stop=stop, done=done)
-    else:
-        for j, i in enumerate(missing):
-            if stop is not None and stop():
-                break
-            done(j, scorer.score(query, texts[i]))
+    try:
+        if missing and hasattr(scorer, "score_many"):
+            scorer.score_many(query, [texts[i] for i in missing], stop=stop, done=done)
+        else:
+            for j, i in enumerate(missing):
+                if stop is not None and stop():
+                    break
+                done(j, scorer.score(query, texts[i]))
+    finally:
+        for i in missing:  # not scored (stopped, or the model raised): released for others to score
+            IN_FLIGHT.release(keys[i])
+    for i in theirs:
+        IN_FLIGHT.wait(keys[i], stop)
+        out[i] = PAIR_SCORES.get(keys[i])
+    left = [i for i in theirs if out[i] is None]
+    if left and _retry and not (stop is not None and stop()):  # the other caller stopped or failed: score them here
+        for i, value in zip(left, score_pairs(scorer, query, [texts[i] for i in left], stop, _retry=False)):
+            out[i] = value
     return out
 
 

@@ -7,6 +7,7 @@ Every field has a default that runs on a fresh machine with the bundled models. 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ class Knob:
         text is parsed as ``parse`` does. Raises ``ValueError`` with what was wrong and what is allowed."""
         if isinstance(value, str) and self.kind in {"bool", "int", "float"}:
             value = self.parse(value)
-        if self.kind == "int" and isinstance(value, float) and value == value and value == int(value):
+        if self.kind == "int" and isinstance(value, float) and math.isfinite(value) and value == int(value):
             value = int(value)
         elif self.kind == "int" and isinstance(value, float):
             raise ValueError(f"{self.env} must be a whole number from {self.lo:g} to {self.hi:g}, got {value!r}.")

@@ -29,7 +29,8 @@ TURN = "GlucoSense GS-40 error E-07"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("app-cache")
-    server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio"), "MAX_UPLOAD_MB": "1"})
+    server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio"), "MAX_UPLOAD_MB": "1",
+                                                    "UPLOAD_CLIENT_MB": "2.5", "UPLOAD_UNUSED_S": "4"})
     server.cache = workdir / "gradio"
     with server.running():
         yield server
@@ -39,9 +40,9 @@ def _cached_files(app) -> list:
     return [p for p in app.cache.rglob("*") if p.is_file()] if app.cache.exists() else []
 
 
-def _upload(url: str, size: int, route: str = "upload") -> int:
+def _upload(url: str, size: int, route: str = "upload", name: str = "big.bin") -> int:
     boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n"
             f"Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * size + f"\r\n--{boundary}--\r\n".encode()
     request = urllib.request.Request(f"{url}gradio_api/{route}", data=body, method="POST",
                                      headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
@@ -59,6 +60,20 @@ def test_oversize_uploads_and_unused_upload_routes_are_refused_and_leave_nothing
     assert _upload(app.url, 2_000_000) == 413
     assert _upload(app.url, 10, route="process_recording") == 403
     assert set(_cached_files(app)) == before
+
+
+def test_one_client_keeps_a_bounded_amount_of_uploads_and_unused_ones_go(app):
+    """Issue 19, defect 5: 20 anonymous 2 MB uploads used to stay a day. Here a client keeps at most
+    UPLOAD_CLIENT_MB (2.5) at a time; uploads no corpus adopted go after UPLOAD_UNUSED_S (4 s)."""
+    before = set(_cached_files(app))
+    assert [_upload(app.url, 900_000, name=f"u{i}.jsonl") for i in range(2)] == [200, 200]
+    assert _upload(app.url, 900_000, name="u2.jsonl") == 429  # a third would make 2.7 MB
+    assert len(set(_cached_files(app)) - before) == 2
+    deadline = time.monotonic() + 60
+    while set(_cached_files(app)) - before and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not set(_cached_files(app)) - before, "unused uploads outlived UPLOAD_UNUSED_S"
+    assert _upload(app.url, 900_000, name="u3.jsonl") == 200  # room again
 
 
 def test_reruns_leave_one_file_each_in_the_cache_never_a_copy(app):
@@ -130,3 +145,19 @@ def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its
         time.sleep(0.5)
     assert not mine.parent.exists(), "A's exports outlived its session"
     assert _fetch(app, mine)[0] != 200
+
+
+@pytest.mark.parametrize("value", ["NaN", "inf", [1, 2]])
+def test_a_slider_sent_nan_inf_or_a_list_through_the_api_gets_a_message(app, value):
+    """Issue 19, defect 8: Gradio's slider compared the value with its bounds before the handler ran ("NaN" < 1 is a
+    TypeError): a generic error and a traceback in the log. Now the setting's own message comes back."""
+    from gradio_client import Client
+
+    before = len(app.log_tail(10**9))
+    client = Client(app.url, verbose=False, download_files=False)
+    try:
+        out = client.predict(TURN, rrf_k=value, api_name="/run_turn")
+    finally:
+        client.close()
+    assert "RRF_K" in out[0] and "whole number" in out[0], out[0]
+    assert "Traceback" not in app.log_tail(10**9)[before:]

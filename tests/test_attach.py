@@ -97,6 +97,12 @@ def test_the_data_tab_attaches_a_collection_of_the_store(store):
         assert job is not None and job.wait(600)["status"] == "done"
         turn = handlers.execute("pack needles when flying", {}, "faq-minilm")
         assert turn.result.hybrid_path == "full" and turn.result.final[0].parent_id == "faq-4"
+        assert not any(n.startswith(("corpus--", "chunks-")) or n == "judgments" for n in data_tab.attachable_choices())
+        own = data_tab.attach_collection("corpus--faq-minilm", "all-MiniLM-L6-v2", "", None, None)
+        assert "is one of this app&#x27;s own collections" in own[0]
+        from retrieval import corpus_store, judgments
+
+        assert judgments.COLLECTION in corpus_store.OWN_NAMES
         shown, _, _ = data_tab.delete("faq-minilm", None, "someone else")
         assert "from another browser session" in shown
         shown, _, _ = data_tab.delete("faq-minilm", None, out[-1])

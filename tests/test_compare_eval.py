@@ -86,3 +86,77 @@ def test_turn_links_carry_the_corpus_except_the_shipped_one():
     assert "<b>x</b>" not in out and "why &lt;b&gt;x&lt;/b&gt; &amp; y" in out and "q&lt;1&gt;" in out
     report["corpus"] = "shipped"
     assert "corpus=" not in compare_eval.turns_html(report)
+
+
+OTHER_MODEL = "all-MiniLM-L6-v2"
+
+
+def test_b_on_another_model_is_refused_on_as_retriever(mini, mini_settings):
+    """Issue 19, defect 3: ``retrieve`` keeps its index's model, so B with another model scored on A's retriever was
+    a false tie (p = 1.0, "tied"). Without an index of B's model the comparison is refused, saying why."""
+    b = mini_settings.replace(embedding_model=OTHER_MODEL)
+    with pytest.raises(ValueError, match=f"B: the settings ask for embedding model {OTHER_MODEL} but this index"):
+        compare_configs(mini_dataset(), mini, mini_settings, b, resamples=100)
+
+
+def test_a_vs_b_in_the_tab_scores_b_on_an_index_of_bs_model(tmp_path, mini_settings):
+    """The Evaluation tab's A vs B with B on another embedding model: B's index is built (with progress) and B's
+    dense numbers are that model's own, the same as evaluating that model alone."""
+    from inspector import compare_eval, handlers
+    from retrieval.pipeline import get_retriever
+
+    folder = labeled_mini_folder(tmp_path)
+    base = mini_settings.replace(corpus_path=str(folder / "corpus" / "cards.jsonl"),
+                                 chroma_path=str(tmp_path / "chroma"))
+    handlers.use_base_settings(base)
+    seen = []
+    try:
+        report = compare_eval.run_ab("tuned defaults", "", "tuned defaults", f"embedding_model={OTHER_MODEL}",
+                                     progress=lambda done, total, label: seen.append(label))
+        sb = handlers.build_settings(report["controls"]["b"])
+        alone = evaluate(mini_dataset(), get_retriever(sb), sb, refusals=False)["configs"]["dense"]
+    finally:
+        handlers.use_base_settings(None)
+    assert report["b"]["dense"] == alone and report["b"]["dense"] != report["a"]["dense"]
+    assert report["b_index"] == {"embedding_model": OTHER_MODEL, "built": True}
+    assert "indexing B's model" in seen
+    assert f"B scored on its own index of {OTHER_MODEL} (indexed for this comparison)" in \
+        compare_eval.summary_html(report)
+
+
+def test_compare_mode_runs_b_on_its_own_models_index(ui):
+    """Compare mode in the Inspector: each side runs through ``handlers.execute``, whose retriever is keyed by the
+    embedding model, so B's dense list is B's model's (checked, not assumed: the same fault as defect 3)."""
+    from inspector import compare_view
+    from retrieval.pipeline import get_retriever
+
+    turn = "how do I clean the pump tubing"
+    a = ui.default_controls()
+    b = {**a, "embedding_model": OTHER_MODEL}
+    side_a, side_b = compare_view._side(turn, a, None), compare_view._side(turn, b, None)
+    own = get_retriever(ui.build_settings(b)).retrieve(turn, ui.build_settings(b))
+    assert [h.score for h in side_b["result"].dense.hits] == [h.score for h in own.dense.hits]
+    assert [h.score for h in side_b["result"].dense.hits] != [h.score for h in side_a["result"].dense.hits]
+
+
+def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_path, mini_settings):
+    """B on another model over a corpus of the Data tab that has no index of that model is refused (never scored on
+    A's index), and the page says how to get one: the Data tab indexes only for the app's model."""
+    from inspector import compare_view, handlers
+    from retrieval.corpora import Registry, start_index
+
+    base = mini_settings.replace(chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
+                                 data_root=str(tmp_path / "eval"))
+    cards = tmp_path / "cards.jsonl"
+    cards.write_text('{"id": "p1", "title": "Pump tubing", "text": "Clean the pump tubing weekly with warm water."}\n')
+    handlers.use_base_settings(base)
+    try:
+        data, _ = Registry(base).add(cards, "tubing")
+        assert start_index(data, base).wait(300)["status"] == "done"
+        a = handlers.default_controls()
+        view = compare_view.refresh("clean the pump tubing", True, None, None, None, "",
+                                    *a.values(), *{**a, "embedding_model": OTHER_MODEL}.values(), "tubing")[0]
+    finally:
+        handlers.use_base_settings(None)
+    assert f"Configuration B: corpus &#x27;tubing&#x27; is not indexed for {OTHER_MODEL}" in view
+    assert "A vs B in the Evaluation tab builds an index of" in view

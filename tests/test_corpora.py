@@ -105,6 +105,42 @@ def test_bad_utf8_names_the_line(tmp_path):
     assert "cards.jsonl:2: not valid UTF-8" in problems(exc)
 
 
+@pytest.mark.parametrize("where", ["first line", "later line", "beir zip"])
+def test_brackets_nested_100000_deep_name_the_file_and_line(tmp_path, where):
+    """Issue 19, defect 6: the upload loader gave a bare RecursionError (the format sniffing parsed the first line
+    unguarded); now every loader says file:line, as the shipped-corpus loader does."""
+    deep = "[" * 100_000
+    if where == "beir zip":
+        beir = {"_id": "d1", "title": "t", "text": "x"}
+        path = make_zip(tmp_path / "set.zip", {"set/corpus.jsonl": json.dumps(beir) + "\n" + deep + "\n"})
+        expected = "corpus.jsonl:2: invalid JSON (brackets nested too deeply"
+    else:
+        path = jsonl(tmp_path / "cards.jsonl", [deep] if where == "first line" else [CARD, deep])
+        expected = f"cards.jsonl:{1 if where == 'first line' else 2}: invalid JSON (brackets nested too deeply"
+    with pytest.raises(LoadError) as exc:
+        load_any(path)
+    assert expected in problems(exc)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "beir zip"])
+def test_a_card_id_with_the_sub_chunk_separator_is_refused_with_file_and_line(tmp_path, fmt):
+    """Issue 19, defect 8: the page splits sub-chunk ids (<card id>#<n>) on '#', so a card id holding '#' would be
+    shown as another card; every loader refuses it, naming the file, the line and the field."""
+    if fmt == "jsonl":
+        path, expected = jsonl(tmp_path / "cards.jsonl", [CARD, {**CARD, "id": "a#b"}]), "cards.jsonl:2: field 'id'"
+    elif fmt == "csv":
+        path = tmp_path / "cards.csv"
+        path.write_text("id,title,text\nok,t,fine\nx#1,t,text\n", encoding="utf-8")
+        expected = "cards.csv:3: field 'id'"
+    else:
+        doc = {"_id": "d#1", "title": "t", "text": "x"}
+        path = make_zip(tmp_path / "set.zip", {"set/corpus.jsonl": json.dumps(doc) + "\n"})
+        expected = "corpus.jsonl:1: field '_id'"
+    with pytest.raises(LoadError) as exc:
+        load_any(path)
+    assert expected in problems(exc) and "contains '#', which separates a card id from its sub-chunk" in problems(exc)
+
+
 def test_bad_utf8_in_csv_names_the_row(tmp_path):
     path = tmp_path / "cards.csv"
     path.write_bytes(b"id,title,text\na,b,fine\nc,d,caf\xe9\n")

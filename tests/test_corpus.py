@@ -114,6 +114,13 @@ def test_a_folder_as_corpus_path_is_named(tmp_path):
         load_cards(tmp_path)
 
 
+def test_a_card_id_with_the_sub_chunk_separator_names_the_line(tmp_path):
+    path = tmp_path / "cards.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "id": "c#2"}) + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"cards.jsonl:2: field 'id': id 'c#2' contains '#'"):
+        load_cards(path)
+
+
 def test_deeply_nested_json_names_the_line(tmp_path):
     path = tmp_path / "cards.jsonl"
     path.write_text(json.dumps(GOOD) + "\n" + "[" * 200_000 + "]" * 200_000 + "\n", encoding="utf-8")

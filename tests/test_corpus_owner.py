@@ -111,15 +111,19 @@ def test_nothing_of_an_upload_is_readable_by_others_under_data_dir(page, tmp_pat
 
 
 def test_legacy_registry_is_imported_once_and_kept_private(page, tmp_path):
-    """A DATA_DIR/corpora.json of an earlier version: its corpora are added to the store, the file renamed 0600."""
-    path = tmp_path / "old.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in CARDS), encoding="utf-8")
+    """A DATA_DIR/corpora.json of an earlier version, with its 0644 copy of an upload: its corpora are added to the
+    store, the file renamed 0600, the old uploads folder made 0700 and its files 0600."""
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    (data_dir / "corpora.json").write_text(json.dumps([{"name": "old", "source": str(path)}]))
+    (data_dir / "uploads").mkdir(parents=True)
+    path = data_dir / "uploads" / "old-1234abcd.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in CARDS), encoding="utf-8")
+    os.chmod(path, 0o644)
+    os.chmod(data_dir / "uploads", 0o755)
+    (data_dir / "corpora.json").write_text(json.dumps([{"name": "old", "source": str(path)}, {"name": "x", "source": ""}]))
     assert "old" in [e.name for e in Registry(page).entries()]
     done = data_dir / "corpora.json.imported"
     assert not (data_dir / "corpora.json").exists() and stat.S_IMODE(done.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE((data_dir / "uploads").stat().st_mode) == 0o700
 
 
 def test_refusal_text_kept_with_the_corpus_and_used_by_its_turns(page, tmp_path):

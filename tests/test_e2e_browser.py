@@ -61,7 +61,7 @@ def browser(sync_playwright, server):
         b.close()
 
 
-def open_page(ctx, url: str):
+def open_page(ctx, url: str, ready: str = "#query textarea"):
     """A page of ``ctx`` at ``url``, ready for a turn, recording any request outside 127.0.0.1 (``pg.outside``) and
     any dialog a script opened (``pg.dialogs``). Shared by every browser test file."""
     pg = ctx.new_page()
@@ -70,7 +70,7 @@ def open_page(ctx, url: str):
     pg.on("request", lambda r: None if r.url.startswith(LOCAL) else pg.outside.append(r.url))
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     pg.goto(url)
-    pg.locator("#query textarea").wait_for()
+    pg.locator(ready).wait_for()
     return pg
 
 
@@ -136,9 +136,24 @@ def test_hybrid_off_shows_dense_only_and_the_dropped_bm25_branch(page):
     assert page.locator("#list-dense .hit").count() > 0
 
 
+def open_controls(page, elem_id: str = "reranker-max-input"):
+    """Open the Controls drawer (closed at first: the answer owns the first screen) unless it is open, and bring the
+    control ``elem_id`` into view; returns its locator. The drawer slides in with a CSS transform, which Playwright's
+    own scrolling misreads ("outside of the viewport"), so the page scrolls it as a person's wheel would (and a
+    click on a control in the drawer is the element's own ``click()``)."""
+    control = page.locator(f"#{elem_id}")
+    if not control.is_visible():
+        page.locator("#open-controls").click()
+        control.wait_for()
+    control.evaluate("e => e.scrollIntoView({block: 'center'})")
+    return control
+
+
 def test_simulated_empty_bm25_index_is_shown_as_empty(page):
     run(page, TURN, "full")
-    page.locator("#simulate-empty-bm25 input").check()
+    box = open_controls(page, "simulate-empty-bm25").locator("input")
+    box.evaluate("e => e.click()")  # a click where it is: the drawer's transform confuses Playwright's geometry
+    expect()(box).to_be_checked()
     expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
     expect()(page.locator("#list-bm25 .dropped")).to_contain_text("BM25 index is empty (simulated)")
 
@@ -222,7 +237,7 @@ def test_screenshot_for_the_readme(page):
     page.locator("#chart-contributions .main-svg").first.wait_for()
     page.wait_for_timeout(1500)  # let plotly finish its transitions
     bottom = page.locator("#chart-contributions").bounding_box()
-    out = ROOT / "docs" / "inspector.png"
+    out = ROOT / "docs" / "inspector-full.png"  # the whole page; test_e2e_layout takes the first screen
     out.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(out), full_page=True,
                     clip={"x": 0, "y": 0, "width": 1400, "height": bottom["y"] + bottom["height"] + 16})

@@ -176,6 +176,8 @@ def run_turn(page, text: str) -> dict[str, list[str]]:
     page.locator("#query textarea").fill(text)
     page.locator("#run").click()
     expect()(page.locator("#hybrid-path .turn")).to_contain_text(text)
+    # the turn streams: the fused lists first, the reranked column when the cross-encoder is done
+    page.locator("#list-reranked [data-chunk]").first.wait_for(timeout=300_000)
     return {col: page.locator(f"#list-{col} [data-chunk]").evaluate_all("els => els.map(e => e.dataset.chunk)")
             for col in ("bm25", "dense", "rrf", "reranked")}
 
@@ -239,7 +241,7 @@ def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page
     page.locator("#eval-run").click()
     summary = page.locator("#eval-summary")
     expect()(summary).to_contain_text("a live run of corpus tinybeir", timeout=120_000)
-    expect()(summary).to_contain_text("the first 2 of its 3 labeled turns scored")
+    expect()(summary).to_contain_text("a sample of 2 of its 3 labeled turns")
     expect()(summary.locator("caption")).to_have_text("tinybeir: 2 answerable turns")
     expect()(summary.locator("#eval-table tbody tr")).to_have_count(4)  # bm25, dense, rrf, full
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 
-from tests.test_e2e_browser import TIMEOUT_MS, browser, expect, page, server, sync_playwright  # noqa: F401
+from tests.test_e2e_browser import (TIMEOUT_MS, browser, expect, open_controls, page, server,  # noqa: F401
+                                    sync_playwright)
 
 # How many tries. With the guard taken out (every cancel slot emptied, the rest unchanged), 20 of 20 tries ended
 # overwritten (two runs of 10, load average 10-16 on the 2 cores, 2026-12-01); the stale A arrived 0.90-1.23x the
@@ -40,6 +41,7 @@ def searched(page) -> str:
 def set_rerank_depth(page, value: int, wait: bool = False) -> None:
     """Type ``value`` in the slider's number box and leave it (which releases the slider: the turn re-runs)."""
     before = page.locator("#hybrid-path").inner_html()
+    open_controls(page)
     box = page.locator("#reranker-max-input input[type=number]")
     box.fill(str(value))
     box.press("Tab")

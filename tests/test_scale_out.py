@@ -120,6 +120,7 @@ def test_two_processes_indexing_one_corpus_end_with_one_complete_collection(two)
     added = a("add", path=str(path), name="together")
     ra, rb = both(a, b, "index", {"name": "together"}, {"name": "together"})
     assert ra["status"] == rb["status"] == "done", (ra, rb)
+    assert ra["built"] and rb["built"], (ra, rb)  # both embedded into it at once (neither found it complete)
     assert ra["collection"] == rb["collection"] and ra["total"] == added["chunks"]
     client = chroma_client(host="127.0.0.1", port=server.port)
     collection = client.get_collection(ra["collection"])

@@ -130,8 +130,13 @@ def _run_compare(args: argparse.Namespace, dataset, retriever, settings, started
     if not pairs:
         raise ValueError("--compare needs at least one KEY=VALUE override for B, e.g. --compare rrf_k=60.")
     b = settings.replace(**parse_set(pairs))
+    retriever_b = retriever
+    if b.embedding_model != settings.embedding_model:  # B is scored on an index of its own model
+        from retrieval.dense import stderr_progress
+
+        retriever_b, b = build_retriever(dataset, b, None, stderr_progress)  # b already has the BEIR store path
     report = compare_configs(dataset, retriever, settings, b, depth=args.depth, seed=args.seed,
-                             resamples=args.resamples, progress=_stderr_progress)
+                             resamples=args.resamples, progress=_stderr_progress, retriever_b=retriever_b)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, ensure_ascii=False) if args.json else format_compare(report))
     return 0

@@ -45,8 +45,9 @@ def stage_metrics(result: RetrievalResult, qrels: Qrels) -> dict[str, dict[str, 
 
 def compare_configs(dataset: Dataset, retriever: HybridRetriever, a: Settings, b: Settings, *,
                     depth: int = DEFAULT_DEPTH, seed: int = 0, resamples: int = DEFAULT_RESAMPLES,
-                    progress: Progress | None = None) -> dict[str, Any]:
-    """Both configurations over every labeled turn of ``dataset``.
+                    progress: Progress | None = None, retriever_b: HybridRetriever | None = None) -> dict[str, Any]:
+    """Both configurations over every labeled turn of ``dataset``: A on ``retriever``, B on ``retriever_b`` (an
+    index of B's embedding model; default ``retriever``, refused when B names another model: ``check_index``).
 
     Returns:
         ``a`` and ``b`` (each ``{config: {metric: value}}`` as ``eval`` reports them), ``turns`` (one item per
@@ -55,7 +56,7 @@ def compare_configs(dataset: Dataset, retriever: HybridRetriever, a: Settings, b
         ``changed`` (the settings B changes) and ``dataset``.
     """
     runs_a = run_turns(dataset, retriever, a, depth=depth, refusals=False, progress=progress, label="A")
-    runs_b = run_turns(dataset, retriever, b, depth=depth, refusals=False, progress=progress, label="B")
+    runs_b = run_turns(dataset, retriever_b or retriever, b, depth=depth, refusals=False, progress=progress, label="B")
     turns = []
     for ra, rb in zip(runs_a, runs_b):
         row: dict[str, Any] = {"id": ra.query.id, "text": ra.query.text, "category": ra.query.category,

@@ -67,8 +67,14 @@ def run(settings: Settings, data, index_chunks: int | None = None, workdir: Path
     env = dict(os.environ, CHROMA_PATH=s.chroma_path, EMBEDDING_MODEL=s.embedding_model,
                PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p))
     env.pop("CHROMA_HOST", None)
+    source = data.entry.source
+    if not source or not Path(source).exists():  # a corpus kept in the store: its cards, as a file for the child
+        source = str(workdir / "cards.jsonl")
+        Path(source).write_text("".join(json.dumps({"id": c.id, "title": c.title, "text": c.text, "lang": c.lang,
+                                                    "topic": c.topic}, ensure_ascii=False) + "\n"
+                                        for c in data.cards), encoding="utf-8")
     wall = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _REOPEN, data.entry.source, str(len(chunks)), turn],
+    proc = subprocess.run([sys.executable, "-c", _REOPEN, source, str(len(chunks)), turn],
                           capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=1800)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"reopen child failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")

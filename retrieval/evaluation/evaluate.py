@@ -16,6 +16,7 @@ these extra calls and the sweeps cost few model calls.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -145,8 +146,14 @@ def run_turn(retriever: HybridRetriever, query: LabeledQuery, settings: Settings
 def run_turns(dataset: Dataset, retriever: HybridRetriever, settings: Settings, *, configs: Sequence[str] = CONFIGS,
               depth: int = DEFAULT_DEPTH, refusals: bool = True, progress: Progress | None = None,
               label: str = "eval") -> list[TurnRun]:
-    """Every labeled turn of ``dataset`` through ``run_turn``."""
+    """Every labeled turn of ``dataset`` through ``run_turn``.
+
+    Raises:
+        ValueError: ``settings`` name another embedding model than the retriever's index (its dense scores would be
+            that index's model's, not the settings': a false result).
+    """
     _check_configs(configs)
+    check_index(retriever, settings, label)
     if not dataset.queries:
         raise ValueError(f"dataset {dataset.name!r} has no labeled turns to evaluate.")
     deep = eval_settings(settings, depth)
@@ -154,11 +161,23 @@ def run_turns(dataset: Dataset, retriever: HybridRetriever, settings: Settings, 
         deep = deep.replace(reranker_max_input=0)  # the other lists do not need the cross-encoder: skip its cost
     runs = []
     total = len(dataset.queries)
-    for i, q in enumerate(dataset.queries, start=1):
-        runs.append(run_turn(retriever, q, settings, deep, configs, refusals=refusals))
-        if progress:
-            progress(i, total, label)
+    with retriever.using() if hasattr(retriever, "using") else contextlib.nullcontext():  # never evicted meanwhile
+        for i, q in enumerate(dataset.queries, start=1):
+            runs.append(run_turn(retriever, q, settings, deep, configs, refusals=refusals))
+            if progress:
+                progress(i, total, label)
     return runs
+
+
+def check_index(retriever: HybridRetriever, settings: Settings, label: str = "eval") -> None:
+    """Refuse to score ``settings`` on a retriever indexed with another embedding model: ``retrieve`` keeps the
+    retriever's own model whatever the settings say, so both sides of an A vs B would be one model (a false tie)."""
+    from retrieval.encoders import canonical_embedder
+
+    built = getattr(getattr(retriever, "settings", None), "embedding_model", None)
+    if built and canonical_embedder(built) != canonical_embedder(settings.embedding_model):
+        raise ValueError(f"{label}: the settings ask for embedding model {settings.embedding_model} but this index "
+                         f"was built with {built}; score them on an index of {settings.embedding_model}.")
 
 
 # ------------------------------------------------------------------------------------------------- scoring

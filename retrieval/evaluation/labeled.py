@@ -111,3 +111,31 @@ def limit_turns(dataset: Dataset, limit: int | None) -> Dataset:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"the number of turns must be a whole number, 0 for all, got {limit!r}.")
     return dataclasses.replace(dataset, queries=dataset.queries[:limit])
+
+
+SAMPLE_SEED = 0
+
+
+def sample_turns(dataset: Dataset, limit: int | None, seed: int = SAMPLE_SEED) -> Dataset:
+    """At most ``limit`` labeled turns with every category represented (None or 0: all of them): the turns of each
+    category in a seeded shuffle, then one category after another, one turn each, until ``limit``; kept in the
+    dataset's order. The same ``seed`` gives the same turns. (The first N of the shipped set are all lexical, so a
+    capped run named BM25 the best branch.)"""
+    import random
+
+    if not limit or limit >= len(dataset.queries):
+        return limit_turns(dataset, limit)
+    limit_turns(dataset, limit)  # the same checks of ``limit``
+    by_category: dict[str, list[int]] = {}
+    for i, q in enumerate(dataset.queries):
+        by_category.setdefault(q.category or "", []).append(i)
+    rng = random.Random(seed)
+    for indexes in by_category.values():
+        rng.shuffle(indexes)
+    picked: list[int] = []
+    queues = [list(v) for _, v in sorted(by_category.items())]
+    while len(picked) < limit:
+        for queue in queues:
+            if queue and len(picked) < limit:
+                picked.append(queue.pop(0))
+    return dataclasses.replace(dataset, queries=tuple(dataset.queries[i] for i in sorted(picked)))

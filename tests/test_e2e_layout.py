@@ -1,0 +1,149 @@
+"""What only a browser shows of the page's shape (issue 18): the answer in the first screen, columns that stay
+readable at every width, presenter mode's keyboard tour, and a streamed turn.
+
+Geometry is checked with bounding boxes, not text: the four columns' widths (four across, or two by two, each at
+least 280 px), no consensus or rank-move chip over its title, no column header cut, and the reranked column's first
+card inside a 1280x720 viewport after Run, without scrolling. The same runs save the README's screenshots.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.app_server import ROOT, SHIPPED
+from tests.test_e2e_browser import (TIMEOUT_MS, assert_clean, browser, expect, level, open_page,  # noqa: F401
+                                    server, sync_playwright)
+
+TURN = "GS-40 E-09"
+MIN_COLUMN_PX = 280
+STAGES = ("bm25", "dense", "rrf", "reranked")
+
+# Every chip and title box of every row, every column head, as the page lays them out.
+GEOMETRY_JS = """() => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; };
+  const columns = ['bm25', 'dense', 'rrf', 'reranked'].map(s => box(document.querySelector('#list-' + s)));
+  const overlaps = [];
+  for (const hit of document.querySelectorAll('#columns .hit')) {
+    const title = hit.querySelector('.title');
+    for (const chip of hit.querySelectorAll('.both, .move')) {
+      const a = title.getBoundingClientRect(), b = chip.getBoundingClientRect();
+      const x = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (x > 0.5 && y > 0.5) { overlaps.push(hit.dataset.chunk + ': ' + chip.textContent); }
+    }
+  }
+  const cut = [...document.querySelectorAll('#columns .col-title')]
+    .filter(t => t.scrollWidth > t.clientWidth + 1).map(t => t.textContent);
+  const narrow = [...document.querySelectorAll('#columns .hit:not(.cut) .title')]
+    .filter(t => t.getBoundingClientRect().width < 110).map(t => t.textContent);
+  const first = document.querySelector('#list-reranked .hit .hit-head');
+  return {columns, overlaps, cut, narrow, first: first ? box(first) : null};
+}"""
+
+
+def run_turn(pg, text: str = TURN) -> None:
+    pg.locator("#query textarea").fill(text)
+    pg.locator("#run").click()
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    pg.locator("#list-reranked .hit").first.wait_for()
+
+
+@pytest.fixture()
+def context_at(browser):
+    contexts = []
+
+    def make(width: int, height: int):
+        ctx = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
+
+
+@pytest.mark.parametrize("width,height", [(800, 900), (1024, 768), (1280, 720), (1440, 900)])
+def test_columns_stay_readable_and_the_answer_is_in_the_first_screen(context_at, server, width, height):
+    pg = open_page(context_at(width, height), server)
+    run_turn(pg)
+    g = pg.evaluate(GEOMETRY_JS)
+    xs, ys, widths = ([c[i] for c in g["columns"]] for i in (0, 1, 2))
+    assert min(widths) >= MIN_COLUMN_PX, f"{width}px: columns {widths} (< {MIN_COLUMN_PX}px)"
+    across = len({round(y) for y in ys})  # rows of columns: 1 = four across, 2 = two by two, 4 = stacked
+    assert across in (1, 2, 4), f"{width}px: columns at {list(zip(xs, ys))}"
+    if width >= 1280:
+        assert across == 1, f"{width}px: four columns across expected, got rows at {sorted(set(ys))}"
+    assert g["overlaps"] == [], f"{width}px: a chip covers its title: {g['overlaps'][:5]}"
+    assert g["cut"] == [], f"{width}px: column headers cut: {g['cut']}"
+    assert g["narrow"] == [], f"{width}px: titles squeezed to one word per line: {g['narrow'][:5]}"
+    if width >= 1280:  # the first screen: the reranked column's first card (its rank and title) without scrolling
+        x, y, w, h = g["first"]
+        assert pg.evaluate("() => window.scrollY") == 0
+        assert y + h <= height, f"{width}x{height}: the reranked first card's title ends at {y + h:.0f}px"
+    if width in (1024, 1440) and SHIPPED.exists():
+        pg.wait_for_timeout(300)
+        name = "inspector.png" if width == 1440 else "inspector-1024.png"
+        pg.screenshot(path=str(ROOT / "docs" / name))
+    assert_clean(pg)
+
+
+def test_presenter_mode_tours_the_examples_with_the_keyboard(context_at, server):
+    if not SHIPPED.exists():
+        pytest.skip("the curated tour is about the shipped corpus")
+    from inspector.examples import EXAMPLES
+
+    pg = open_page(context_at(1280, 720), server + "?present=1", ready="#tour-bar")
+    expect()(pg.locator("#turn-row")).to_be_hidden()  # the badge and the columns only
+    pg.keyboard.press("ArrowRight")
+    expect()(pg.locator("#tour-caption")).to_contain_text(f"1/{len(EXAMPLES)}")
+    expect()(pg.locator("#tour-caption")).to_contain_text(EXAMPLES[0].shows[:40])
+    expect()(pg.locator("#hybrid-path .turn")).to_contain_text(EXAMPLES[0].text, timeout=TIMEOUT_MS)
+    watched = pg.locator(f'#list-reranked .hit[data-parent="{EXAMPLES[0].card}"]').first
+    watched.wait_for()
+    assert "5px" in watched.evaluate("e => getComputedStyle(e).outlineWidth")  # the card to watch is outlined
+    pg.keyboard.press("ArrowRight")
+    expect()(pg.locator("#tour-caption")).to_contain_text(f"2/{len(EXAMPLES)}")
+    expect()(pg.locator("#hybrid-path .turn")).to_contain_text(EXAMPLES[1].text, timeout=TIMEOUT_MS)
+    pg.keyboard.press("ArrowLeft")
+    expect()(pg.locator("#tour-caption")).to_contain_text(f"1/{len(EXAMPLES)}")
+    expect()(pg.locator("#hybrid-path .turn")).to_contain_text(EXAMPLES[0].text, timeout=TIMEOUT_MS)
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    pg.wait_for_timeout(300)
+    pg.screenshot(path=str(ROOT / "docs" / "presenter.png"))
+    pg.keyboard.press("Escape")
+    expect()(pg.locator("#turn-row")).to_be_visible()
+    assert_clean(pg)
+
+
+STREAM_JS = """() => {
+  window.__seen = {};
+  const mark = (name) => { if (!(name in window.__seen)) { window.__seen[name] = performance.now(); } };
+  new MutationObserver(() => {
+    if (document.querySelector('#hybrid-path .level-pending')) { mark('pending'); }
+    if (document.querySelector('#list-rrf .hit') && document.querySelector('#list-reranked .col.pending')) {
+      mark('fused'); }
+    if (document.querySelector('#list-reranked .col:not(.pending) .hit')) { mark('reranked'); }
+  }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_a_turn_streams_the_fused_list_before_the_reranked_one(context_at, server):
+    pg = open_page(context_at(1280, 720), server)
+    pg.evaluate(STREAM_JS)
+    pg.locator("#query textarea").fill("which GlucoSense code means the strip went in backwards (stream check)")
+    pg.locator("#run").click()  # a turn never run before: the cross-encoder has 20 new pairs to score
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    seen = pg.evaluate("() => window.__seen")
+    assert "pending" in seen and "fused" in seen, f"no streamed first step was shown: {seen}"
+    assert seen["fused"] < seen["reranked"], seen
+    expect()(pg.locator("#list-reranked .scoring")).to_have_count(0)
+    assert_clean(pg)
+
+
+def test_compare_mode_keeps_a_and_b_side_by_side_at_1280(context_at, server):
+    pg = open_page(context_at(1280, 720), server + "?q=GS-40+E-09&compare=1&b.rrf_k=60")
+    pg.locator("#cmp-final-b .cmp-row").first.wait_for(timeout=TIMEOUT_MS)
+    a, b = (pg.locator(f"#cmp-final-{side}").bounding_box() for side in ("a", "b"))
+    assert abs(a["y"] - b["y"]) < 1 and a["x"] + a["width"] <= b["x"], (a, b)  # side by side, not stacked
+    assert min(a["width"], b["width"]) >= 2 * MIN_COLUMN_PX, (a, b)
+    assert_clean(pg)

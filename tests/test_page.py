@@ -1,0 +1,143 @@
+"""The page's pieces below the browser (issue 18): the controls' grouping, a streamed turn, presenter mode's tour,
+the corpus's own words, and the badge's marks. The browser checks the geometry (tests/test_e2e_layout.py)."""
+
+from __future__ import annotations
+
+import re
+
+import gradio as gr
+
+from inspector import corpus_words, handlers, presenter, render, state, ui
+from inspector.examples import EXAMPLES
+from retrieval.corpora import CorpusData, CorpusEntry
+from retrieval.corpus import LabeledQuery
+from retrieval.types import Card, Chunk
+from tests.conftest import control_values
+
+
+def test_the_headline_and_the_drawer_groups_hold_every_control_once():
+    placed = [*ui.HEADLINE, *(name for _, names in ui.GROUPS for name in names)]
+    assert sorted(placed) == sorted(handlers.CONTROLS) and len(placed) == len(set(placed))
+    assert ui.HEADLINE == ("rrf_k", "hybrid_enabled", "simulate_reranker_failure")
+
+
+# ------------------------------------------------------------------------------------------ a streamed turn
+def _steps(ui_handlers, text, **changes):
+    return list(ui_handlers.stream_turn(text, *control_values(**changes)))
+
+
+def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
+    steps = _steps(ui, "what happens if my GS-40 shows E-07 twice in a row (stream unit)")
+    assert len(steps) == 3, [type(s) for s in steps]
+    first, columns, whole = steps
+    fields = dict(zip(handlers.TurnView._fields, first))
+    assert 'class="status level-pending"' in fields["status"] and "scoring" in fields["status"]
+    assert "rrf_only" in fields["status"]  # the level so far
+    assert '<div class="hit' in fields["rrf"] and '<div class="hit' in fields["bm25"]
+    assert 'col col-reranked pending' in fields["reranked"] and '<div class="hit' not in fields["reranked"]
+    assert all(fields[name] is not None and isinstance(fields[name], type(gr.skip()))
+               for name in ("rank_flow", "contributions", "k_sensitivity", "export", "last_turn"))
+    columns = dict(zip(handlers.TurnView._fields, columns))  # then the badge and four columns, charts untouched
+    assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]
+    assert isinstance(columns["rank_flow"], type(gr.skip()))
+    assert isinstance(whole, handlers.TurnView) and whole.status == columns["status"]  # then everything
+    assert all(len(fig.data) > 0 for fig in (whole.rank_flow, whole.contributions)) and whole.last_turn
+
+
+def test_a_cached_turn_and_a_turn_without_reranking_are_shown_once(ui, monkeypatch):
+    text = "what happens if my GS-40 shows E-07 twice in a row (cached unit)"
+    _steps(ui, text)
+    monkeypatch.setattr(handlers, "STREAM_AFTER_S", 30.0)  # however loaded the machine, a cached turn is in time
+    again = _steps(ui, text)  # every pair cached: answered within STREAM_AFTER_S, no "scoring" step
+    assert len(again) == 2 and "level-full" in again[0][1] and again[1].status == again[0][1]
+    failed = _steps(ui, "metformin missed dose (no rerank)", simulate_reranker_failure=True)
+    assert len(failed) == 1 and "level-rrf_only" in failed[0].status
+
+
+def test_a_bad_turn_streams_its_message_once(ui):
+    steps = _steps(ui, "   ")
+    assert len(steps) == 1 and "The turn is empty" in steps[0].message
+
+
+# ------------------------------------------------------------------------------------------- presenter mode
+def test_the_tour_steps_forward_and_back_and_wraps_around(ui):
+    n = len(EXAMPLES)
+    index, text, caption = presenter.step(1, -1)
+    assert index == 0 and text == EXAMPLES[0].text and f"0/{n}" not in caption and f"1/{n}" in caption
+    assert f'.hit[data-parent="{EXAMPLES[0].card}"]' in caption  # the card to watch is outlined
+    index, text, caption = presenter.step(-1, 0)
+    assert index == n - 1 and text == EXAMPLES[-1].text
+    index, _, _ = presenter.step(1, n - 1)
+    assert index == 0
+
+
+def test_a_hostile_card_id_never_reaches_the_watch_style():
+    step = corpus_words.Step("<b>x</b>", "turn", "caption <script>", 'a"] {} </style><script>alert(1)</script>')
+    html_out = presenter.caption_html(step, 0, 1)
+    assert "<style>" not in html_out and "<script>" not in html_out and "&lt;b&gt;x&lt;/b&gt;" in html_out
+
+
+# ------------------------------------------------------------------------------------------ corpus words
+def _corpus(queries=()) -> CorpusData:
+    cards = tuple(Card(id=f"bike-{i}", title=f"Bicycle chain repair {i}", lang="en", topic="bikes",
+                       text=f"Oil the chain and check link {i}.")
+                  for i in range(4))
+    chunks = tuple(Chunk(chunk_id=f"{c.id}#0", parent_id=c.id, title=c.title, lang="en", text=c.text) for c in cards)
+    entry = CorpusEntry("bikes", "indexed", "/nowhere/bikes.csv", "csv", "f" * 16, len(cards), len(chunks))
+    return CorpusData(entry, cards, chunks, tuple(queries))
+
+
+def test_another_corpus_speaks_its_own_words_not_the_medication_cards():
+    words = corpus_words._words(_corpus())
+    assert not words.shipped and words.steps == ()
+    text = " ".join([words.placeholder, words.hint, corpus_words.banner(words), corpus_words.turn_label(words)])
+    assert "GlucoSense" not in text and "medical" not in text and "synthetic" not in text
+    assert "bikes" in corpus_words.turn_label(words) and "4 cards" in corpus_words.turn_label(words)
+    assert "Bicycle chain repair" in words.hint  # the hint names the corpus's own cards
+
+
+def test_labeled_turns_become_examples_and_the_tour_sampled_across_categories():
+    queries = [LabeledQuery(f"q{i}", f"how do I fix chain {i}", category="lexical" if i < 10 else "semantic",
+                            relevant={f"bike-{i % 4}": 2}) for i in range(14)]
+    words = corpus_words._words(_corpus(queries))
+    categories = {q.category for q in queries if q.text in {s.text for s in words.steps[:2]}}
+    assert categories == {"lexical", "semantic"}  # not the first N, which are all lexical
+    assert words.steps == corpus_words._words(_corpus(queries)).steps  # seeded: the same tour every time
+    assert words.placeholder.startswith("e.g. ") and words.hint == ""
+    samples, labels = corpus_words.example_samples(words)
+    assert len(samples) == corpus_words.MAX_EXAMPLES and all(s[0] for s in samples)
+
+
+def test_the_shipped_cards_keep_their_examples_and_banner(ui):
+    words = corpus_words.words_for(None)
+    assert words.shipped and [s.text for s in words.steps] == [e.text for e in EXAMPLES]
+    assert "not medical advice" in corpus_words.banner(words)
+
+
+# ------------------------------------------------------------------------------------------- badge and marks
+def test_rank_moves_read_as_marks():
+    assert ">▲3<" in render.move_mark(4, 1) and 'class="move up"' in render.move_mark(4, 1)
+    assert ">▼1<" in render.move_mark(1, 2) and ">=<" in render.move_mark(2, 2) and render.move_mark(None, 1) == ""
+
+
+def test_the_badge_summarises_timings_and_explains_where_a_cosine_threshold_comes_from():
+    summary = render.timing_summary({"bm25": 0.4, "embed_query": 10.0, "chroma_query": 2.5, "fusion": 0.3,
+                                     "rerank": 290.0, "total": 305.0})
+    assert summary == "timings: BM25 0.4 · dense 12.5 · fusion 0.3 · rerank 290.0 · total 305.0 ms"
+    origin = render._threshold_origin("cosine rescue", {"min_similarity": 0.55, "refusal_rescue_margin": 0.09})
+    assert origin == " (threshold = MIN_SIMILARITY 0.55 + REFUSAL_RESCUE_MARGIN 0.09)"
+    assert render._threshold_origin("cross-encoder", {"min_similarity": 0.55}) == ""
+
+
+def test_the_evidence_box_is_neutral_on_an_answered_turn(ui):
+    view = ui.run_turn("GlucoSense GS-40 error E-07", *control_values())
+    box = re.search(r'<details class="refusal-evidence ([a-z]+)"', view.status)
+    assert box and box.group(1) == "answered"
+    assert 'class="refusal"' not in view.status  # not the red refusal style
+
+
+def test_present_in_a_link_is_not_a_problem():
+    _, problems = state.decode([("present", "1")], handlers.default_controls())
+    assert problems == []
+    _, problems = state.decode([("present", "maybe")], handlers.default_controls())
+    assert problems and "present" in problems[0]
