@@ -8,6 +8,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# ranx, the independent implementation the metric and fusion tests compare with, is numba code: compiling it cost
+# 10-40 s of CPU in each test process (its typed dicts are compiled per process, not cached; 150 s of the suite on a
+# loaded machine) for inputs of a few dozen ids. Run as plain Python, the same code gives its numbers at once.
+# NUMBA_DISABLE_JIT=0 in the environment brings the JIT back.
+os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 import pytest
 from opentelemetry import trace

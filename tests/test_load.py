@@ -50,7 +50,7 @@ API_FIELDS = tuple(f for f in TurnView._fields if f != "last_turn")  # gr.State 
 ROW = re.compile(r'<div class="(hit(?: [^"]*)?)"[^>]*?\sdata-chunk="([^"]*)"')
 FORMULA = re.compile(r'<code class="formula">(.*?)</code>')
 BADGE = re.compile(r'<div class="status level-([^"]*)">')
-TIMINGS = re.compile(r'<div class="timings">.*?</div>', re.S)
+TIMINGS = re.compile(r'<div class="timings"[^>]*>.*?</div>', re.S)  # (it has a title with every timing)
 MS = re.compile(r"\d+(?:\.\d+)? ms\b")
 
 
