@@ -104,8 +104,8 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
     to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it).
 
-    The answer comes first: the turn row (its label names the corpus) (with the three headline controls), the link's warning,
-    the level badge and the four columns fill the first screen; every other control sits in a drawer (a Gradio
+    The answer comes first: the turn row (its label names the corpus; the three headline controls beside it), the
+    link's warning, the level badge and the four columns fill the first screen; every other control sits in a drawer (a Gradio
     Sidebar, closed by default), grouped; compare mode, charts, explain, context and export follow below."""
     words = corpus_words.words_for(None)
     sidebar, drawer = _drawer()
@@ -145,9 +145,9 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
 
 # The three controls a presenter turns in front of people stay next to the turn; the rest sit in the drawer, grouped.
 HEADLINE = ("rrf_k", "hybrid_enabled", "simulate_reranker_failure")
-HEADLINE_LAYOUT = {"rrf_k": dict(scale=2, min_width=200, label="RRF k"),
-                   "hybrid_enabled": dict(scale=0, min_width=120, label="Hybrid on"),
-                   "simulate_reranker_failure": dict(scale=0, min_width=150, label="Reranker fails (simulated)")}
+HEADLINE_LAYOUT = {"rrf_k": dict(scale=2, min_width=170, label="RRF k"),
+                   "hybrid_enabled": dict(scale=0, min_width=110, label="Hybrid on"),
+                   "simulate_reranker_failure": dict(scale=0, min_width=140, label="Reranker fails (simulated)")}
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Branches and fusion", ("top_k", "candidate_multiplier", "bm25_weight", "dense_weight", "fusion",
                              "query_weighting", "bm25_tokenizer")),
@@ -163,12 +163,12 @@ def _turn_row(words: corpus_words.CorpusWords) -> tuple[gr.Textbox, gr.Button, d
     """The turn box, Run, the headline controls, the presenter toggle and the button that opens the drawer."""
     d = handlers.default_controls()
     with gr.Row(equal_height=True, elem_id="turn-row", elem_classes=["no-present"]):
-        query = gr.Textbox(label=corpus_words.turn_label(words), elem_id="query", lines=1, max_lines=3, scale=5, min_width=260,
-                           autofocus=True, placeholder=words.placeholder)
-        run = gr.Button("Run ▶", variant="primary", elem_id="run", scale=0, min_width=100)
+        query = gr.Textbox(label=corpus_words.turn_label(words), elem_id="query", lines=1, max_lines=3, scale=5,
+                           min_width=220, autofocus=True, placeholder=words.placeholder)
+        run = gr.Button("Run ▶", variant="primary", elem_id="run", scale=0, min_width=90)
         headline = {name: control_widget(handlers.KNOBS[name], d[name], **HEADLINE_LAYOUT.get(name, {}))
                     for name in HEADLINE}
-        with gr.Column(scale=0, min_width=130, elem_id="turn-row-end"):
+        with gr.Column(scale=0, min_width=120, elem_id="turn-row-end"):
             present = gr.Checkbox(False, label="Presenter mode", elem_id="present-on")
             open_controls = gr.Button("⚙ All controls", elem_id="open-controls", size="sm")
     return query, run, headline, present, open_controls
