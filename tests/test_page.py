@@ -26,7 +26,10 @@ def _steps(ui_handlers, text, **changes):
     return list(ui_handlers.stream_turn(text, *control_values(**changes)))
 
 
-def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
+def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui, monkeypatch):
+    # No grace period: on a quiet machine the mini corpus's few pairs are scored within STREAM_AFTER_S, and the
+    # turn would (rightly) be shown in one step.
+    monkeypatch.setattr(handlers, "STREAM_AFTER_S", 0.0)
     steps = _steps(ui, "what happens if my GS-40 shows E-07 twice in a row (stream unit)")
     assert len(steps) == 3, [type(s) for s in steps]
     first, columns, whole = steps
