@@ -4,6 +4,7 @@ fused head one pair per model call (cached process-wide, ``PAIR_SCORES``) within
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import logging
 import math
@@ -246,6 +247,15 @@ class Prescorer:
 
 
 PRESCORER = Prescorer()
+
+
+@atexit.register
+def _stop_prescoring() -> None:
+    """At exit, stop pre-scoring and wait for the pair in flight: a daemon thread still inside onnxruntime while the
+    interpreter tears the sessions down aborts the process ("terminate called without an active exception", exit
+    code 134, seen on every CLI command that loaded the cross-encoder)."""
+    PRESCORER.cancel()
+    PRESCORER.wait_idle(timeout=10)
 
 
 def rerank(query: str, fused: Sequence[FusedHit], s: Settings,

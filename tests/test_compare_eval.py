@@ -160,3 +160,20 @@ def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_
         handlers.use_base_settings(None)
     assert f"Configuration B: corpus &#x27;tubing&#x27; is not indexed for {OTHER_MODEL}" in view
     assert "A vs B in the Evaluation tab builds an index of" in view
+
+
+def test_the_full_shipped_a_vs_b_tuned_defaults_against_the_adr_recipe(shipped, shipped_settings):
+    """All 71 shipped labeled turns under both configurations (what the browser's A vs B ran before the browser test
+    took a seeded sample of 20): every turn scored, the paired test made, turns both fixed and broken."""
+    from retrieval.corpus import load_shipped
+    from retrieval.settings import ADR_RECIPE
+
+    ds = load_shipped(shipped_settings.corpus_path)
+    report = compare_configs(ds, shipped, shipped_settings, shipped_settings.replace(**ADR_RECIPE), seed=0,
+                             resamples=2000)
+    assert len(report["turns"]) == len(ds.queries) == 71
+    assert "rrf_k" in report["changed"] and "rerank_mode" in report["changed"]
+    deltas = [t["delta"] for t in report["turns"] if t["delta"] is not None]
+    assert any(d < 0 for d in deltas) and any(d > 0 for d in deltas)
+    assert report["significance"]
+    assert "paired randomization" in format_compare(report)

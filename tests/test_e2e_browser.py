@@ -217,16 +217,16 @@ def test_why_not_box_and_a_judgment_another_session_sees(page, browser, server):
     run(page, TURN, "full")
     page.locator("#why-card textarea").fill("device-bc7-err4")
     page.locator("#why-run").click()
-    expect()(page.locator("#why-a .verdict")).to_contain_text("device-bc7-err4:")
-    expect()(page.locator("#judge-card input")).to_have_value(re.compile("device-bc7-err4"))
+    expect()(page.locator("#why-a .verdict")).to_contain_text("device-bc7-err4:", timeout=TIMEOUT_MS)
+    expect()(page.locator("#judge-card input")).to_have_value(re.compile("device-bc7-err4"), timeout=TIMEOUT_MS)
     page.locator("#judge-grade label", has_text="0").click()  # grade 0: changes no metric of the other tests
     page.locator("#judge-save").click()
-    expect()(page.locator("#judgments")).to_contain_text("(device-bc7-err4)")
+    expect()(page.locator("#judgments")).to_contain_text("(device-bc7-err4)", timeout=TIMEOUT_MS)
     other = browser.new_context()  # another session, after this one made it: it reads the store, not the page
     try:
         pg = open_page(other, server)
         run(pg, TURN.upper(), "full")
-        expect()(pg.locator("#judgments")).to_contain_text("(device-bc7-err4)")
+        expect()(pg.locator("#judgments")).to_contain_text("(device-bc7-err4)", timeout=TIMEOUT_MS)
         assert_clean(pg)
     finally:
         other.close()

@@ -217,6 +217,11 @@ def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shippe
     turns = page.locator("#corpus-turns")
     expect()(turns).to_be_visible()
     expect()(turns).to_contain_text(f"Labeled turns of tinybeir ({len(BEIR_TURNS)})")
+    # The page speaks the corpus's words (issue 18): the turn box names it, its labeled turns are the examples,
+    # the medication cards' banner is gone.
+    expect()(page.locator("#query")).to_contain_text("corpus: tinybeir")
+    expect()(page.locator("#examples")).to_contain_text("what lowers cholesterol")
+    expect()(page.locator("#banner")).not_to_contain_text("not medical advice")
     page.locator("#query textarea").fill("what lowers cholesterol")
     page.locator("#run").click()
     expect()(page.locator("#hybrid-path .turn")).to_contain_text("what lowers cholesterol")
