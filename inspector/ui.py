@@ -335,9 +335,11 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
         slots.append(_cancel_slot(after=event))
         events.append(event.then(handlers.stream_turn, api_visibility="private", **turn))
 
-    # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
-    newest(run.click, handlers.stream_turn, api_name="run_turn", **turn)
-    newest(query.submit, handlers.stream_turn, api_visibility="private", **turn)
+    # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn). Every Run
+    # counts (trigger_mode "multiple"): Gradio's default "once" ignored a Run made while the previous turn was still
+    # rendering its charts, after its columns were on screen; the cancel slot stops that older turn instead.
+    newest(run.click, handlers.stream_turn, api_name="run_turn", trigger_mode="multiple", **turn)
+    newest(query.submit, handlers.stream_turn, api_visibility="private", trigger_mode="multiple", **turn)
     examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
     then_turn(examples.load_input_event)
     if tour is not None:

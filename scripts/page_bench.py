@@ -3,7 +3,7 @@ list (issue 18: a streamed turn). Starts the app (``python app.py``) on a free p
 headless Chromium through the shipped labeled turns (each turn once, so every cross-encoder pair is new), and
 prints one JSON object: per-turn times and their p50 / p95, and the ratio of the two p50s.
 
-    python scripts/page_bench.py [--turns 30] [--json-out docs/page-bench.json]
+    python scripts/page_bench.py [--turns 30] [--pause 2] [--json-out docs/page-bench.json]
 
 Times are measured inside the page (``performance.now()``) from the click on Run to the first frame where the
 column shows the new turn's rows: the fused list with the badge saying the reranker is still scoring (or the whole
@@ -64,6 +64,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=30, help="labeled turns to run (each once), after one warm-up")
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")
+    parser.add_argument("--pause", type=float, default=2.0,
+                        help="seconds between a turn's reranked list and the next Run (a person reads, then types; "
+                             "meanwhile the page draws the charts and the app scores ahead); 0 = at once")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -78,9 +81,14 @@ def main() -> None:
         page.goto(app.url)
         page.locator("#query textarea").wait_for()
         for i, text in enumerate(turns):
+            page.wait_for_timeout(args.pause * 1000)
             page.locator("#query textarea").fill(text)
             page.evaluate(WATCH_JS, text)
-            page.wait_for_function("() => 'reranked' in (window.__seen || {})", timeout=120_000)
+            try:
+                page.wait_for_function("() => 'reranked' in (window.__seen || {})", timeout=120_000)
+            except Exception:
+                shown = page.locator("#hybrid-path").inner_text()[:300]
+                raise SystemExit(f"turn {i} ({text!r}) never showed its reranked list; the badge says: {shown}")
             seen = page.evaluate("() => ({...window.__seen, t0: window.__t0})")
             if i == 0:
                 continue  # the warm-up: the first turn after start-up loads the page's scripts and charts
@@ -93,7 +101,7 @@ def main() -> None:
         "what": "time from Run to the fused list and to the reranked list on screen, headless Chromium 1280x720",
         "command": "python scripts/page_bench.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"), "cpu": platform.processor() or platform.machine(),
-        "load_average": [round(x, 2) for x in os.getloadavg()], "turns": len(rows),
+        "load_average": [round(x, 2) for x in os.getloadavg()], "turns": len(rows), "pause_s": args.pause,
         "fused_ms": {"p50": statistics.median(fused), "p95": percentile(fused, 0.95)},
         "reranked_ms": {"p50": statistics.median(reranked), "p95": percentile(reranked, 0.95)},
         "fused_over_reranked_p50": round(statistics.median(fused) / statistics.median(reranked), 3),
