@@ -321,8 +321,11 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
     # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
     # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
+    # trigger_mode "multiple": every Run (Enter, example, tour step) counts. Gradio's default "once" ignored one made
+    # while the previous turn was still rendering its charts, after its columns were on screen (the page kept the old
+    # turn); the cancel slot before each event stops that older turn instead.
     turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4,
-                preprocess=False)
+                preprocess=False, trigger_mode="multiple")
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
@@ -335,11 +338,9 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
         slots.append(_cancel_slot(after=event))
         events.append(event.then(handlers.stream_turn, api_visibility="private", **turn))
 
-    # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn). Every Run
-    # counts (trigger_mode "multiple"): Gradio's default "once" ignored a Run made while the previous turn was still
-    # rendering its charts, after its columns were on screen; the cancel slot stops that older turn instead.
-    newest(run.click, handlers.stream_turn, api_name="run_turn", trigger_mode="multiple", **turn)
-    newest(query.submit, handlers.stream_turn, api_visibility="private", trigger_mode="multiple", **turn)
+    # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
+    newest(run.click, handlers.stream_turn, api_name="run_turn", **turn)
+    newest(query.submit, handlers.stream_turn, api_visibility="private", **turn)
     examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
     then_turn(examples.load_input_event)
     if tour is not None:

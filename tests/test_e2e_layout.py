@@ -115,10 +115,12 @@ def test_presenter_mode_tours_the_examples_with_the_keyboard(context_at, server)
     assert_clean(pg)
 
 
-STREAM_JS = """() => {
+STREAM_JS = """(text) => {
   window.__seen = {};
   const mark = (name) => { if (!(name in window.__seen)) { window.__seen[name] = performance.now(); } };
   new MutationObserver(() => {
+    const turn = document.querySelector('#hybrid-path .turn');
+    if (!turn || !turn.textContent.includes(text)) { return; }  // still the previous turn
     if (document.querySelector('#hybrid-path .level-pending')) { mark('pending'); }
     if (document.querySelector('#list-rrf .hit') && document.querySelector('#list-reranked .col.pending')) {
       mark('fused'); }
@@ -129,9 +131,12 @@ STREAM_JS = """() => {
 
 def test_a_turn_streams_the_fused_list_before_the_reranked_one(context_at, server):
     pg = open_page(context_at(1280, 720), server)
-    pg.evaluate(STREAM_JS)
-    pg.locator("#query textarea").fill("which GlucoSense code means the strip went in backwards (stream check)")
+    run_turn(pg)  # the page's load events are over (a link's restore also runs the turn box's turn)
+    text = "which GlucoSense code means the strip went in backwards (stream check)"
+    pg.evaluate(STREAM_JS, text)
+    pg.locator("#query textarea").fill(text)
     pg.locator("#run").click()  # a turn never run before: the cross-encoder has 20 new pairs to score
+    pg.wait_for_function("() => 'reranked' in window.__seen", timeout=TIMEOUT_MS)
     expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
     seen = pg.evaluate("() => window.__seen")
     assert "pending" in seen and "fused" in seen, f"no streamed first step was shown: {seen}"
