@@ -321,11 +321,12 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
     # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
     # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
-    # trigger_mode "multiple": every Run (Enter, example, tour step) counts. Gradio's default "once" ignored one made
-    # while the previous turn was still rendering its charts, after its columns were on screen (the page kept the old
-    # turn); the cancel slot before each event stops that older turn instead.
+    # Gradio's default trigger_mode ("once") is kept: a Run made while the previous turn is still rendering its charts
+    # is dropped (the page keeps the old turn; seen by scripts/page_bench.py --pause 0). "multiple" and "always_last"
+    # fixed that but left a cancelled turn's progress overlay on the badge now and then (the race test timed out):
+    # open, see the README's streamed turn.
     turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4,
-                preprocess=False, trigger_mode="multiple")
+                preprocess=False)
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
