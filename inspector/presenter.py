@@ -80,9 +80,9 @@ def step(direction: int, index: Any, corpus: str | None = None) -> tuple[int, An
     return new, steps[new].text, caption_html(steps[new], new, len(steps))
 
 
-def reset(corpus: str | None = None) -> tuple[int, str]:
-    """The corpus changed: the tour starts again from its first step."""
-    return -1, caption_html(None, -1, len(corpus_words.words_for(corpus).steps))
+def reset(words: corpus_words.CorpusWords) -> tuple[int, str]:
+    """The corpus changed (its ``words`` read once by the caller): the tour starts again from its first step."""
+    return -1, caption_html(None, -1, len(words.steps))
 
 
 def wire(tour: dict[str, Any], present: gr.Checkbox) -> None:

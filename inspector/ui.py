@@ -81,12 +81,10 @@ def build_app() -> gr.Blocks:
                          elem_classes=["no-present"])
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
-        corpus.change(lambda name: corpus_words.banner(corpus_words.words_for(name)), corpus, banner,
-                      api_visibility="private")
         ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
-                restore_links = build_inspector_tab(corpus)
+                restore_links = build_inspector_tab(corpus, banner)
             with gr.Tab("Data", id="data"):
                 data_tab.build_data_tab(corpus)
             with gr.Tab("RRF classroom", id="classroom"):
@@ -100,9 +98,11 @@ def build_app() -> gr.Blocks:
 
 
 # ------------------------------------------------------------------------------------------------ the tab
-def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks], None]:
+def build_inspector_tab(corpus: gr.Textbox | None = None,
+                        banner: gr.HTML | None = None) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
-    to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it).
+    to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it); ``banner``, the
+    page's banner, follows it.
 
     The answer comes first: the turn row (its label names the corpus; the three headline controls beside it), the
     link's warning, the level badge and the four columns fill the first screen; every other control sits in a drawer (a Gradio
@@ -128,7 +128,9 @@ def build_inspector_tab(corpus: gr.Textbox | None = None) -> Callable[[gr.Blocks
     compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
     presenter.wire(tour, present)
     if corpus is not None:
-        corpus.change(_corpus_changed, corpus, [examples.dataset, query, hint, tour["index"], tour["caption"]],
+        # One read of the corpus's words for everything that speaks them (the banner too, when the page has one).
+        changed = [examples.dataset, query, hint, tour["index"], tour["caption"], *([banner] if banner else [])]
+        corpus.change(functools.partial(_corpus_changed, with_banner=banner is not None), corpus, changed,
                       api_visibility="private")
 
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
@@ -199,15 +201,15 @@ def _examples(query: gr.Textbox, words: corpus_words.CorpusWords) -> gr.Examples
                        examples_per_page=corpus_words.MAX_EXAMPLES)
 
 
-def _corpus_changed(corpus: str | None) -> tuple[Any, ...]:
+def _corpus_changed(corpus: str | None, with_banner: bool = False) -> tuple[Any, ...]:
     """The session's corpus changed (Data tab, link): the turn box's label naming it and its placeholder, the
-    examples, the hint and the tour."""
+    examples, the hint, the tour and (``with_banner``) the banner, from one read of its words."""
     words = corpus_words.words_for(corpus)
     samples, labels = corpus_words.example_samples(words)
     return (gr.Dataset(samples=samples, sample_labels=labels or None),
             gr.Textbox(placeholder=words.placeholder, label=corpus_words.turn_label(words)),
-            corpus_words.hint_html(words),
-            *presenter.reset(corpus))
+            corpus_words.hint_html(words), *presenter.reset(words),
+            *([corpus_words.banner(words)] if with_banner else []))
 
 
 def _tour_bar(words: corpus_words.CorpusWords) -> dict[str, Any]:
@@ -254,7 +256,7 @@ def _results() -> dict[str, Any]:
     o["status"] = gr.HTML(render.status_placeholder(), elem_id="hybrid-path")
     with gr.Column(elem_id="columns-wrap"):  # the container the columns' grid measures (style.css)
         with gr.Row(elem_id="columns", equal_height=False):
-            for stage in ("bm25", "dense", "rrf", "reranked"):
+            for stage in handlers.STAGES:
                 o[stage] = gr.HTML(render.placeholder(stage), elem_id=f"list-{stage}", min_width=0)
     return o
 
