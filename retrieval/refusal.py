@@ -14,8 +14,8 @@ combines the evidence a turn leaves behind into one explainable decision:
   error E-09"): more than ``max_unexplained_words`` of them refuse the turn unless the cross-encoder is sure
   (``min_cross_encoder_unexplained``). Judged only for a turn written in a language most cards use: a Spanish
   turn about English cards is normal (ADR-0022), and its words are not misses.
-- **language**: a turn whose language differs from its top card's is judged by ``min_cross_encoder_foreign`` (the
-  English MS MARCO cross-encoder scores a Spanish turn low) and may be rescued by the cosine without a shared word.
+- **language**: a turn in a language few cards use is judged by ``min_cross_encoder_foreign`` (the English MS
+  MARCO cross-encoder scores a Spanish turn low) and may be rescued by the cosine without a shared word.
 - **without the cross-encoder**: ``rrf_only`` falls back to the cosine with lexical support (a word of the turn
   in the top card) or the branches' agreement; ``dense_only`` to the cosine; ``bm25_only`` without its reranker
   to lexical support alone. The vocabulary tests apply at every level. The decision lists the evidence that
@@ -32,7 +32,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from retrieval.tokenize import STOPWORDS, _stemmer, tokenize
@@ -78,25 +78,35 @@ def content_words(text: str) -> list[str]:
     return [w for w in dict.fromkeys(tokenize(text)) if w not in _ALL_STOPWORDS]
 
 
-_ONLY = {lang: words - frozenset().union(*(w for other, w in STOPWORDS.items() if other != lang))
-         for lang, words in STOPWORDS.items()}
-_LETTERS = {"es": frozenset("ñ¿¡"), "pt": frozenset("ãõ")}
+# Frequent words of Spanish or Portuguese beyond the stop words (which the two share in good part).
+_MARKERS = {"es": frozenset("puedo puede tengo tiene hago qué cómo cuándo dónde cuál mi mis olvidé ayer hoy también "
+                            "pero después siempre ahora mañana debo sirve el los del al un una es son estoy eso ese esa "
+                            "voy muy".split()),
+            "pt": frozenset("posso pode tenho tem faço não você meu minha meus minhas esqueci ontem hoje também mas "
+                            "depois sempre agora amanhã devo quais qual serve ao aos à às do da dos das um uma é são "
+                            "estou isso esse essa vou".split())}
+_IBERIAN = frozenset().union(STOPWORDS["es"], STOPWORDS["pt"], *_MARKERS.values()) - STOPWORDS["en"]
+_ENGLISH = STOPWORDS["en"] - _IBERIAN
+_ONLY = {lang: (STOPWORDS[lang] | _MARKERS[lang]) - STOPWORDS[other] - _MARKERS[other] - STOPWORDS["en"]
+         for lang, other in (("es", "pt"), ("pt", "es"))}
+_LETTERS = {"es": frozenset("ñ¿¡"), "pt": frozenset("ãõç")}
 
 
 def language(text: str) -> str:
-    """``en``, ``es`` or ``pt`` by the stop words only that language has (and ñ, ¿, ¡ / ã, õ); "" when nothing
-    tells (``GS-40 E-09``, a brand alone)."""
-    counts = Counter()
-    for token in tokenize(text):
-        for lang, only in _ONLY.items():
-            if token in only:
-                counts[lang] += 1
-    for lang, letters in _LETTERS.items():
-        counts[lang] += sum(ch in letters for ch in text.lower())
-    if not counts:
+    """``en``, ``es`` or ``pt``: English if more of its words are English-only stop words than Spanish or
+    Portuguese ones; between those two, by the words (and letters: ñ ¿ ¡ / ã õ ç) only one of them has (Spanish
+    on a tie). "" when nothing tells (``GS-40 E-09``, a brand alone)."""
+    tokens = [t for t in tokenize(text) if len(t) > 1]  # "e" is Portuguese "and", and the E of E-07
+    english = sum(t in _ENGLISH for t in tokens)
+    iberian = sum(t in _IBERIAN for t in tokens) + sum(ch in "ñ¿¡ãõç" for ch in text.lower())
+    if not english and not iberian:
         return ""
-    (best, n), *rest = counts.most_common()
-    return "" if rest and rest[0][1] == n else best
+    if english >= iberian:
+        return "en"
+    low = text.lower()
+    es = sum(t in _ONLY["es"] for t in tokens) + sum(ch in _LETTERS["es"] for ch in low)
+    pt = sum(t in _ONLY["pt"] for t in tokens) + sum(ch in _LETTERS["pt"] for ch in low)
+    return "pt" if pt > es else "es"
 
 
 def _norm_identifier(raw: str) -> tuple[str, str]:
@@ -173,7 +183,7 @@ class LexicalEvidence:
     """The turn's words against the corpus vocabulary and against the top candidate's text.
 
     ``unexplained``: content words no card uses at all (not even in another form), judged only when ``judged``
-    (the cards are written in the turn's language). ``language`` / ``top_language``: the turn's and its top
+    (the cards are written in the turn's language, or the thresholds ignore languages). ``language`` / ``top_language``: the turn's and its top
     card's detected language ("" when nothing tells).
     """
 
@@ -198,8 +208,9 @@ class LexicalEvidence:
 
     @property
     def foreign(self) -> bool:
-        """The turn is written in another language than its top card (a Spanish turn, an English card)."""
-        return bool(self.language and self.top_language and self.language != self.top_language)
+        """The turn is written in a language few cards use (a Spanish turn about English cards): the English
+        cross-encoder scores it low, and it shares no word with the cards by nature."""
+        return bool(self.language) and not self.judged
 
 
 def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) -> LexicalEvidence:
@@ -219,7 +230,7 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
     lang = language(turn)
     judged = vocabulary.speaks(lang)
     in_codes = set(tokenize(" ".join(raw for raw, _, _ in found)))
-    unexplained = tuple(w for w in words if judged and w not in known and w not in in_codes
+    unexplained = tuple(w for w in words if w not in known and w not in in_codes
                         and len(w) >= MIN_UNEXPLAINED_CHARS and not any(ch.isdigit() for ch in w))
     return LexicalEvidence(words=tuple(words), known=known, matched=matched,
                            matched_idf=tuple(vocabulary.idf(w) for w in matched),
@@ -322,6 +333,8 @@ class RefusalThresholds:
             (the English cross-encoder scores a Spanish turn lower).
         max_unexplained_words: content words no card uses that a turn may have; with more it is refused unless its
             best cross-encoder score reaches ``min_cross_encoder_unexplained``.
+        languages: judge a turn's language against the cards' (True); False compares words whatever the language
+            (the rule before issue 23: a Spanish turn's words count as misses against English cards).
         source: where the thresholds come from ("defaults", or the corpus calibration that chose them).
     """
 
@@ -335,6 +348,7 @@ class RefusalThresholds:
     min_cross_encoder_foreign: float = DEFAULT_MIN_CROSS_ENCODER_FOREIGN
     max_unexplained_words: int = DEFAULT_MAX_UNEXPLAINED_WORDS
     min_cross_encoder_unexplained: float = DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED
+    languages: bool = True
     source: str = "defaults"
 
     def __post_init__(self) -> None:
@@ -347,8 +361,9 @@ class RefusalThresholds:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number >= 0, got {value!r}.")
-        if not isinstance(self.check_identifiers, bool):
-            raise ValueError(f"check_identifiers must be true or false, got {self.check_identifiers!r}.")
+        for name in ("check_identifiers", "languages"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}.")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -425,10 +440,9 @@ def _quote(words: Sequence[str], limit: int = 4) -> str:
 def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[RefusalTest]:
     n_known = len(lex.known)
     if not lex.judged:
-        return [RefusalTest("known words", float(n_known), float(t.min_known_words), True,
-                            f"not compared: the turn is in {_LANGUAGE_NAMES.get(lex.language, lex.language)}, "
-                            "a language few cards are written in (a turn in another language is not a miss)")]
-    if not lex.words:
+        known_sentence = (f"not compared: the turn is in {_LANGUAGE_NAMES.get(lex.language, lex.language)}, a "
+                          "language few cards are written in (a turn in another language is not a miss)")
+    elif not lex.words:
         known_sentence = "the turn has no word to search for (only stop words, punctuation or single letters)"
     elif n_known >= t.min_known_words:
         known_sentence = f"{n_known} of the turn's {len(lex.words)} words occur in the cards ({_quote(lex.known)})"
@@ -437,8 +451,8 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
     else:
         known_sentence = (f"only {n_known} of the turn's words occur in the cards ({_quote(lex.known)}), fewer "
                           f"than {t.min_known_words}")
-    tests = [RefusalTest("known words", float(n_known), float(t.min_known_words), n_known >= t.min_known_words,
-                         known_sentence)]
+    tests = [RefusalTest("known words", float(n_known), float(t.min_known_words),
+                         n_known >= t.min_known_words or not lex.judged, known_sentence)]
     if not t.check_identifiers:
         return tests
     unknown = lex.unknown_identifiers
@@ -511,6 +525,9 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     tests: list[RefusalTest] = []
     unavailable: list[str] = []
     lex = ev.lexical
+    if lex is not None and not t.languages:  # words compared whatever the language (the rule before issue 23)
+        lex = replace(lex, judged=True, language="", top_language="")
+        ev = replace(ev, lexical=lex)
 
     def note(name: str, consequence: str) -> None:
         why = ev.missing.get(name, "")
@@ -578,8 +595,8 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
     rule = "cross-encoder"
     limit = t.min_cross_encoder_foreign if foreign else t.min_cross_encoder
     ce_ok = ce >= limit
-    where = (f" ({_LANGUAGE_NAMES.get(lex.language, lex.language)} turn, "
-             f"{_LANGUAGE_NAMES.get(lex.top_language, lex.top_language)} card)") if foreign and lex else ""
+    where = (f" ({_LANGUAGE_NAMES.get(lex.language, lex.language)} turn, cards mostly in another language)"
+             if foreign and lex else "")
     tests.append(RefusalTest("cross-encoder", ce, limit, ce_ok,
                              f"best cross-encoder score {_compare(ce, limit, ce_ok, 1)}{where}"))
     if cos is None:
