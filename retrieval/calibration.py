@@ -40,7 +40,16 @@ from typing import Any
 
 from retrieval.corpus import LabeledQuery, fingerprint
 from retrieval.parents import best_per_parent
-from retrieval.refusal import Candidate, RefusalEvidence, RefusalThresholds, Vocabulary, decide, gather
+from retrieval import crosslingual
+from retrieval.refusal import (
+    Candidate,
+    RefusalEvidence,
+    RefusalThresholds,
+    Vocabulary,
+    decide,
+    gather,
+    lexical_evidence,
+)
 from retrieval.settings import PROJECT_ROOT, Settings
 from retrieval.tokenize import tokenize
 from retrieval.types import Card, Chunk
@@ -58,7 +67,8 @@ FALSE_REFUSAL_SHARE = 0.01  # answerable turns of the fitting half that may be r
 GRID: dict[str, list[Any]] = {
     "min_cross_encoder": [round(-10 + 0.25 * i, 2) for i in range(57)],  # -10 .. 4
     "min_rescue_cosine": [round(0.45 + 0.01 * i, 2) for i in range(46)],  # 0.45 .. 0.90
-    "min_cross_encoder_foreign": [round(-12 + 0.25 * i, 2) for i in range(65)],  # -12 .. 4
+    "min_cross_encoder_foreign": [round(-12 + 0.5 * i, 1) for i in range(33)],  # -12 .. 4
+    "min_multilingual_cosine": [round(0.70 + 0.01 * i, 2) for i in range(21)],  # 0.70 .. 0.90
     "max_unexplained_words": [99, 4, 3, 2, 1, 0],
     "min_cross_encoder_unexplained": [50.0] + [round(8 - 0.5 * i, 1) for i in range(25)],  # 50, 8 .. -4
     "check_identifiers": [False, True],
@@ -68,9 +78,10 @@ GRID: dict[str, list[Any]] = {
 }
 # Searched per level, in this order, one group at a time (a group's thresholds jointly: the cross-encoder and
 # its cosine rescue trade against each other); the shared gates on full (the level with the most evidence).
-SEARCH = {"full": (("min_cross_encoder_foreign",), ("min_cross_encoder", "min_rescue_cosine"), ("min_cross_encoder_foreign",),
+SEARCH = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"), ("min_cross_encoder", "min_rescue_cosine"),
                    ("max_unexplained_words", "min_cross_encoder_unexplained"), ("min_known_words",),
-                   ("check_identifiers",), ("min_cross_encoder", "min_rescue_cosine"), ("min_cross_encoder_foreign",)),
+                   ("check_identifiers",), ("min_cross_encoder", "min_rescue_cosine"),
+                   ("min_cross_encoder_foreign", "min_multilingual_cosine")),
           "rrf_only": (("min_fallback_cosine",),), "dense_only": (("min_dense_only_cosine",),)}
 
 def start_from(settings: Settings) -> RefusalThresholds:
@@ -156,6 +167,7 @@ class LevelCandidates:
     candidates: tuple[Candidate, ...]
     bm25_parents: tuple[str, ...] | None
     dense_parents: tuple[str, ...] | None
+    multilingual_cosine: float | None = None  # e5's, for a turn in a language few cards use (full level)
 
 
 def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict[str, LevelCandidates]:
@@ -174,8 +186,15 @@ def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict
     both = result.bm25.usable and result.dense.usable
     bm25 = tuple(h.parent_id for h in result.bm25.hits) if both else None
     dense = tuple(h.parent_id for h in result.dense.hits) if both else None
-    head = [*result.reranked, *result.fused[len(result.reranked):]]
-    return {"full": LevelCandidates(cards(head, True), bm25, dense),
+    head = cards([*result.reranked, *result.fused[len(result.reranked):]], True)
+    multilingual = None
+    lex = lexical_evidence(turn, head[0].text, retriever.refusal_vocabulary()) if head else None
+    if lex is not None and lex.foreign:  # what the pipeline would ask e5 for below the foreign threshold
+        try:
+            multilingual = crosslingual.cosine(turn, head[0].text)
+        except Exception:  # no e5: the English cosine judges, as in the pipeline
+            multilingual = None
+    return {"full": LevelCandidates(head, bm25, dense, multilingual),
             "rrf_only": LevelCandidates(cards(list(result.fused), False), bm25, dense),
             "dense_only": LevelCandidates(cards(list(result.dense.hits), False), None, None)}
 
@@ -184,7 +203,8 @@ def level_evidence(turn: str, level: str, found: LevelCandidates, vocabulary: Vo
     """The rule's evidence from a level's candidates (None: no candidate, the pipeline refuses)."""
     if not found.candidates:
         return None
-    return gather(turn, level, found.candidates, vocabulary, found.bm25_parents, found.dense_parents)
+    return gather(turn, level, found.candidates, vocabulary, found.bm25_parents, found.dense_parents,
+                  multilingual_cosine=found.multilingual_cosine)
 
 
 def refused(evidence: RefusalEvidence | None, thresholds: RefusalThresholds) -> bool:

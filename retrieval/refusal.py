@@ -48,6 +48,7 @@ DEFAULT_MIN_MATCHED_WORDS = 1
 DEFAULT_MIN_CROSS_ENCODER_FOREIGN = -3.25
 DEFAULT_MAX_UNEXPLAINED_WORDS = 99  # off unless a corpus's calibration (or the tuning) finds it pays
 DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED = 50.0
+DEFAULT_MIN_MULTILINGUAL_COSINE = 0.80
 AGREEMENT_DEPTH = 10
 # A language is "the cards' language" when at least this share of the chunk texts is written in it: below it, a
 # turn in that language is compared by scores, not by words (ten Spanish cards among a hundred English ones do not
@@ -269,6 +270,8 @@ class RefusalEvidence:
         best_cosine: the highest turn-chunk cosine among the top_k cards (None: no embeddings).
         lexical: vocabulary evidence (None: no vocabulary).
         agreement: branch agreement (None: only one branch ran).
+        multilingual_cosine: multilingual-e5-small's cosine of the turn and its top card (``needs_multilingual``
+            says when the pipeline asks for it: a turn in another language whose cross-encoder score fell short).
         missing: evidence name -> why it is unavailable, e.g. ``{"cross-encoder": "reranker load failure"}``.
     """
 
@@ -278,6 +281,7 @@ class RefusalEvidence:
     lexical: LexicalEvidence | None = None
     agreement: AgreementEvidence | None = None
     missing: Mapping[str, str] = field(default_factory=dict)
+    multilingual_cosine: float | None = None  # e5 cosine of the turn and its top card, asked only when needed
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,7 @@ class Candidate:
 
 def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: Vocabulary | None,
            bm25_parents: Sequence[str] | None = None, dense_parents: Sequence[str] | None = None,
-           missing: Mapping[str, str] | None = None) -> RefusalEvidence:
+           missing: Mapping[str, str] | None = None, multilingual_cosine: float | None = None) -> RefusalEvidence:
     """The evidence for one turn from its top_k candidates (best first) and each branch's card ids (None when
     that branch did not run). ``missing`` says why a piece is unavailable (e.g. why the reranker did not run)."""
     missing = dict(missing or {})
@@ -309,7 +313,7 @@ def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: V
         agreement = agreement_evidence(bm25_parents, dense_parents, top.parent_id if top else None)
     return RefusalEvidence(level=level, best_cross_encoder=max(logits) if logits else None,
                            best_cosine=max(cosines) if cosines else None, lexical=lexical, agreement=agreement,
-                           missing=missing)
+                           missing=missing, multilingual_cosine=multilingual_cosine)
 
 
 # ----------------------------------------------------------------------------------------------------- decision
@@ -333,6 +337,8 @@ class RefusalThresholds:
             (the English cross-encoder scores a Spanish turn lower).
         max_unexplained_words: content words no card uses that a turn may have; with more it is refused unless its
             best cross-encoder score reaches ``min_cross_encoder_unexplained``.
+        min_multilingual_cosine: below ``min_cross_encoder_foreign``, a turn in another language is still answered
+            when multilingual-e5's cosine with its top card reaches this.
         languages: judge a turn's language against the cards' (True); False compares words whatever the language
             (the rule before issue 23: a Spanish turn's words count as misses against English cards).
         source: where the thresholds come from ("defaults", or the corpus calibration that chose them).
@@ -348,12 +354,13 @@ class RefusalThresholds:
     min_cross_encoder_foreign: float = DEFAULT_MIN_CROSS_ENCODER_FOREIGN
     max_unexplained_words: int = DEFAULT_MAX_UNEXPLAINED_WORDS
     min_cross_encoder_unexplained: float = DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED
+    min_multilingual_cosine: float = DEFAULT_MIN_MULTILINGUAL_COSINE
     languages: bool = True
     source: str = "defaults"
 
     def __post_init__(self) -> None:
         for name in ("min_cross_encoder", "min_rescue_cosine", "min_fallback_cosine", "min_dense_only_cosine",
-                     "min_cross_encoder_foreign", "min_cross_encoder_unexplained"):
+                     "min_cross_encoder_foreign", "min_cross_encoder_unexplained", "min_multilingual_cosine"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}.")
@@ -603,14 +610,30 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
         note("cosine", "a low cross-encoder score cannot be rescued by the cosine")
     if ce_ok or cos is None:
         return rule, ce_ok
+    if foreign and ev.multilingual_cosine is not None:
+        m = ev.multilingual_cosine
+        ok = m >= t.min_multilingual_cosine
+        tests.append(RefusalTest("multilingual cosine", m, t.min_multilingual_cosine, ok,
+                                 f"multilingual-e5 cosine with the top card {_compare(m, t.min_multilingual_cosine, ok, 3)}"))
+        return "cross-encoder, rescued by the multilingual cosine (turn and cards in different languages)", ok
     rule = "cross-encoder, rescued by cosine and lexical support"
     rescue = [_cosine_test("cosine rescue", cos, t.min_rescue_cosine)]
     if lex is not None and not foreign:
         rescue.append(_matched_test(lex, t))
     elif foreign:
-        rule = "cross-encoder, rescued by cosine (turn and card in different languages)"
+        rule = "cross-encoder, rescued by cosine (turn and cards in different languages)"
+        if "multilingual cosine" in ev.missing:
+            note("multilingual cosine", "the English cosine judges the turn in another language")
     tests.extend(rescue)
     return rule, all(x.passed for x in rescue)
+
+
+def needs_multilingual(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_THRESHOLDS) -> bool:
+    """True when the rule would use multilingual-e5's cosine for this turn: written in a language few cards use,
+    with a cross-encoder score below ``min_cross_encoder_foreign`` (the pipeline asks e5 only then)."""
+    lex, ce = evidence.lexical, evidence.best_cross_encoder
+    return (thresholds.languages and lex is not None and lex.foreign and ce is not None
+            and ce < thresholds.min_cross_encoder_foreign and evidence.multilingual_cosine is None)
 
 
 def _reason(tests: Sequence[RefusalTest], answered: bool) -> str:

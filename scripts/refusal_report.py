@@ -111,7 +111,7 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     folder = ROOT / "corpus"
     sets = {spec: turns_of(spec, folder) for spec in (*DEV_POS, *DEV_NEG, *TEST)}
     corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    cache = Path(args.cache) / f"shipped-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
+    cache = Path(args.cache) / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
     chunks = split_cards(load_cards(settings.corpus_path), DEFAULT_CHUNK_WORDS)
     vocabulary = refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
     ev = collect([t for v in sets.values() for t in v], lazy_retriever(settings), settings, cache, "shipped",
@@ -161,7 +161,7 @@ def open_corpus(args: argparse.Namespace, settings: Settings, name: str, cards_p
     s = settings.replace(corpus_path=str(cards_path), chroma_path=str(Path(args.cache) / f"chroma-{name}"))
     get = lazy_retriever(s, chunks)
     texts = [q.text for q in load_queries(queries_path) if q.relevant]
-    cache = Path(args.cache) / f"{name}-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model)}.pkl"
+    cache = Path(args.cache) / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model)}.pkl"
     ev = collect(texts, get, s, cache, name, refusal.Vocabulary.from_texts(c.indexed_text for c in chunks))
     started = time.perf_counter()
     cal = calibration.calibrate(get(), [], cards, s, name=name)

@@ -23,6 +23,7 @@ from retrieval.refusal import (
     identifiers,
     language,
     lexical_evidence,
+    needs_multilingual,
 )
 
 TEXTS = [
@@ -168,7 +169,15 @@ def test_a_turn_in_a_language_few_cards_use_is_not_judged_by_its_words():
     # Below the foreign threshold, the cosine rescues without a shared word (none can be shared across languages).
     d = decide(RefusalEvidence("full", best_cross_encoder=-7.0, best_cosine=0.7, lexical=ev),
                replace(th, min_rescue_cosine=0.65))
-    assert not d.refused and d.rule == "cross-encoder, rescued by cosine (turn and card in different languages)"
+    assert not d.refused and d.rule == "cross-encoder, rescued by cosine (turn and cards in different languages)"
+    # With multilingual-e5's cosine (asked by the pipeline only for such a turn below the foreign threshold), it
+    # decides instead of the English cosine.
+    low = RefusalEvidence("full", best_cross_encoder=-7.0, best_cosine=0.7, lexical=ev)
+    assert needs_multilingual(low, th) and not needs_multilingual(replace(low, best_cross_encoder=-5.0), th)
+    assert not needs_multilingual(low, replace(th, languages=False))
+    d = decide(replace(low, multilingual_cosine=0.78), th)
+    assert d.refused and d.reason.endswith("multilingual-e5 cosine with the top card 0.78 < 0.8")
+    assert not decide(replace(low, multilingual_cosine=0.81), th).refused
     # The rule before issue 23 ignored languages: the English threshold and a shared word for the rescue.
     d = decide(RefusalEvidence("full", best_cross_encoder=-5.0, best_cosine=0.7, lexical=ev),
                replace(th, languages=False, max_unexplained_words=99, min_rescue_cosine=0.65))
