@@ -187,16 +187,23 @@ def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict
     bm25 = tuple(h.parent_id for h in result.bm25.hits) if both else None
     dense = tuple(h.parent_id for h in result.dense.hits) if both else None
     head = cards([*result.reranked, *result.fused[len(result.reranked):]], True)
-    multilingual = None
-    lex = lexical_evidence(turn, head[0].text, retriever.refusal_vocabulary()) if head else None
-    if lex is not None and lex.foreign:  # what the pipeline would ask e5 for below the foreign threshold
-        try:
-            multilingual = crosslingual.cosine(turn, head[0].text)
-        except Exception:  # no e5: the English cosine judges, as in the pipeline
-            multilingual = None
-    return {"full": LevelCandidates(head, bm25, dense, multilingual),
-            "rrf_only": LevelCandidates(cards(list(result.fused), False), bm25, dense),
-            "dense_only": LevelCandidates(cards(list(result.dense.hits), False), None, None)}
+    found = {"full": LevelCandidates(head, bm25, dense),
+             "rrf_only": LevelCandidates(cards(list(result.fused), False), bm25, dense),
+             "dense_only": LevelCandidates(cards(list(result.dense.hits), False), None, None)}
+    return {level: with_multilingual(turn, c, retriever.refusal_vocabulary()) for level, c in found.items()}
+
+
+def with_multilingual(turn: str, found: LevelCandidates, vocabulary: Vocabulary) -> LevelCandidates:
+    """``found`` with multilingual-e5's cosine of the turn and its top card when the turn is in a language few
+    cards use (what the pipeline would ask e5 for); unchanged otherwise, or without e5."""
+    if not found.candidates or found.multilingual_cosine is not None:
+        return found
+    if not lexical_evidence(turn, found.candidates[0].text, vocabulary).foreign:
+        return found
+    try:
+        return dataclasses.replace(found, multilingual_cosine=crosslingual.cosine(turn, found.candidates[0].text))
+    except Exception:  # no e5: the English cosine judges, as in the pipeline
+        return found
 
 
 def level_evidence(turn: str, level: str, found: LevelCandidates, vocabulary: Vocabulary) -> RefusalEvidence | None:
@@ -216,14 +223,15 @@ Evidence = RefusalEvidence | None
 
 
 def choose(groups: Sequence[tuple[Sequence[Evidence], int]], negatives: Sequence[Evidence], level: str,
-           start: RefusalThresholds) -> RefusalThresholds:
+           start: RefusalThresholds, search: Sequence[Sequence[str]] | None = None) -> RefusalThresholds:
     """The thresholds of ``level``, group of thresholds by group (``SEARCH[level]``) from ``start``: the values
     refusing the most ``negatives`` while each group of answerable turns ``(turns, max_false)`` has at most
     ``max_false`` refused, *also* with any one threshold one grid step stricter (a setting at the edge of a cliff
     of false refusals is not chosen); ties go to the most lenient values (the grids run lenient first). When no
-    values keep within the budgets (another test refuses the answerable turns), the fewest refused wins."""
+    values keep within the budgets (another test refuses the answerable turns), the fewest refused wins.
+    ``search``: other groups of thresholds to search than ``SEARCH[level]``."""
     current = start
-    for names in SEARCH[level]:
+    for names in (SEARCH[level] if search is None else search):
         grids = [GRID[name] for name in names]
         counts: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         for index in itertools.product(*(range(len(g)) for g in grids)):

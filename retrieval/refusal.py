@@ -551,6 +551,11 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     ce, cos = ev.best_cross_encoder, ev.best_cosine
     if ce is not None:
         rule, scores_ok = _cross_encoder_tests(ev, t, tests, note)
+    elif lex is not None and lex.foreign and ev.multilingual_cosine is not None:
+        rule = "multilingual cosine (no cross-encoder; turn and cards in different languages)"
+        note("cross-encoder", "using multilingual-e5's cosine: the English cosine cannot judge another language")
+        tests.append(_multilingual_test(ev.multilingual_cosine, t))
+        scores_ok = tests[-1].passed
     elif cos is not None and ev.agreement is not None:
         rule = "cosine + lexical support or branch agreement (no cross-encoder)"
         note("cross-encoder", "using cosine, lexical and agreement evidence only")
@@ -611,11 +616,8 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
     if ce_ok or cos is None:
         return rule, ce_ok
     if foreign and ev.multilingual_cosine is not None:
-        m = ev.multilingual_cosine
-        ok = m >= t.min_multilingual_cosine
-        tests.append(RefusalTest("multilingual cosine", m, t.min_multilingual_cosine, ok,
-                                 f"multilingual-e5 cosine with the top card {_compare(m, t.min_multilingual_cosine, ok, 3)}"))
-        return "cross-encoder, rescued by the multilingual cosine (turn and cards in different languages)", ok
+        tests.append(_multilingual_test(ev.multilingual_cosine, t))
+        return "cross-encoder, rescued by the multilingual cosine (turn and cards in different languages)", tests[-1].passed
     rule = "cross-encoder, rescued by cosine and lexical support"
     rescue = [_cosine_test("cosine rescue", cos, t.min_rescue_cosine)]
     if lex is not None and not foreign:
@@ -628,12 +630,19 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
     return rule, all(x.passed for x in rescue)
 
 
+def _multilingual_test(m: float, t: RefusalThresholds) -> RefusalTest:
+    ok = m >= t.min_multilingual_cosine
+    return RefusalTest("multilingual cosine", m, t.min_multilingual_cosine, ok,
+                       f"multilingual-e5 cosine with the top card {_compare(m, t.min_multilingual_cosine, ok, 3)}")
+
+
 def needs_multilingual(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_THRESHOLDS) -> bool:
     """True when the rule would use multilingual-e5's cosine for this turn: written in a language few cards use,
-    with a cross-encoder score below ``min_cross_encoder_foreign`` (the pipeline asks e5 only then)."""
+    with a cross-encoder score below ``min_cross_encoder_foreign`` or no cross-encoder at all (the pipeline asks
+    e5 only then)."""
     lex, ce = evidence.lexical, evidence.best_cross_encoder
-    return (thresholds.languages and lex is not None and lex.foreign and ce is not None
-            and ce < thresholds.min_cross_encoder_foreign and evidence.multilingual_cosine is None)
+    return (thresholds.languages and lex is not None and lex.foreign and evidence.multilingual_cosine is None
+            and (ce is None or ce < thresholds.min_cross_encoder_foreign))
 
 
 def _reason(tests: Sequence[RefusalTest], answered: bool) -> str:

@@ -48,6 +48,10 @@ LEVELS = calibration.LEVELS
 BEFORE = refusal.RefusalThresholds(min_cross_encoder=-3.25, min_rescue_cosine=0.64, min_fallback_cosine=0.59,
                                    min_dense_only_cosine=0.59, check_identifiers=True, languages=False,
                                    source="before")
+# --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
+# cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
+NEW_ONLY = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"),
+                     ("max_unexplained_words", "min_cross_encoder_unexplained"))}
 DEV_POS = ("queries.jsonl:answerable", "paraphrase_dev.jsonl", "crosslang_dev.jsonl")
 DEV_NEG = ("queries.jsonl:no_match", "ood_dev.jsonl", "near_dev.jsonl")
 TEST = ("paraphrase_test.jsonl", "crosslang_test.jsonl", "near_test.jsonl", "ood_test.jsonl")
@@ -78,7 +82,11 @@ def collect(texts: list[str], retriever: Any, settings: Settings, cache: Path, l
         if i % 25 == 0 or i == len(todo):
             cache.write_bytes(pickle.dumps(known))
             print(f"  {label}: {i}/{len(todo)} turns, {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    return {t: {lv: calibration.level_evidence(t, lv, known[t][lv], vocabulary) for lv in LEVELS} for t in texts}
+    filled = {t: {lv: calibration.with_multilingual(t, known[t][lv], vocabulary) for lv in LEVELS} for t in texts}
+    if any(filled[t][lv] is not known[t][lv] for t in texts for lv in LEVELS):  # e5 asked for cached turns
+        known.update(filled)
+        cache.write_bytes(pickle.dumps(known))
+    return {t: {lv: calibration.level_evidence(t, lv, filled[t][lv], vocabulary) for lv in LEVELS} for t in texts}
 
 
 def pipeline_refused(ev: refusal.RefusalEvidence | None, th: refusal.RefusalThresholds, min_sim: float) -> bool:
@@ -132,10 +140,12 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     budgets = {}
     for level in LEVELS:
         budget_en = sum(pipeline_refused(e, BEFORE, min_sim) for e in english[level])
-        budget_cl = int(args.crosslang_share * len(crosslang[level]))
+        budget_cl = max(int(args.crosslang_share * len(crosslang[level])),
+                        sum(pipeline_refused(e, BEFORE, min_sim) for e in crosslang[level]) if level != "full" else 0)
         budgets[level] = (budget_en, budget_cl)
+        search = NEW_ONLY.get(level, ()) if args.search == "new" else None
         after = calibration.choose([(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level,
-                                   after)
+                                   after, search)
     tune_s = time.perf_counter() - started
     rows = []
     for spec in (*DEV_POS, *DEV_NEG, *TEST):
@@ -215,6 +225,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default="/tmp/refusal-report")
+    ap.add_argument("--search", choices=("new", "all"), default="new",
+                    help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration)")
     ap.add_argument("--crosslang-share", type=float, default=0.05,
                     help="share of the es/pt dev turns the defaults may refuse (issue 23's target: 5%%)")
     ap.add_argument("--open", action="store_true", help="also the open-domain corpora under corpus/eval")
