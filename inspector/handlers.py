@@ -8,7 +8,6 @@ does not change a branch list moves. Handlers never raise: a bad turn or a bad s
 from __future__ import annotations
 
 import atexit
-import concurrent.futures as cf
 import inspect
 import itertools
 import json
@@ -33,6 +32,7 @@ from retrieval.corpora import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.query import QueryError, clean_query
+from retrieval.rerank import needs_model
 from retrieval.settings import CONTROLS, DEFAULT_MIN_SIMILARITY, Settings
 from retrieval.types import RetrievalResult
 
@@ -192,8 +192,20 @@ def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool =
     return out
 
 
-def render_turn(turn: Turn, explain_id: str | None = None, columns: dict[str, Any] | None = None) -> TurnView:
-    """Render-ready values for an executed turn (``columns``: its badge and columns, when already rendered)."""
+def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
+    """Render-ready values for an executed turn."""
+    return TurnView(message="", **columns_html(turn), **render_details(turn, explain_id))
+
+
+# The page streams a turn's badge and columns (``COLUMNS``), then fills everything below them (``DETAILS``) in an
+# event of its own: the charts' figures are large, and Gradio copies every output of an event each time the
+# event's status changes (on the click too), which delayed the fused list.
+COLUMNS = ("message", "status", *(f for f in TurnView._fields if f in ("bm25", "dense", "rrf", "reranked")))
+DETAILS = tuple(f for f in TurnView._fields if f not in COLUMNS)
+
+
+def render_details(turn: Turn, explain_id: str | None = None) -> dict[str, Any]:
+    """The charts, the explained document, the context, the export and ``last_turn`` of an executed turn."""
     result, chunks = turn.result, turn.retriever.by_id
     choices = render.explain_choices(result, chunks)
     ids = [cid for _, cid in choices]
@@ -201,8 +213,7 @@ def render_turn(turn: Turn, explain_id: str | None = None, columns: dict[str, An
         explain_id = (result.final[0].chunk_id if result.final else (ids[0] if ids else None))
     rank_flow, contrib, k_sens = figures.all_figures(result, chunks)
     export = export_turn(turn)
-    return TurnView(
-        message="", **(columns if columns is not None else columns_html(turn)),
+    return dict(
         rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
@@ -211,6 +222,10 @@ def render_turn(turn: Turn, explain_id: str | None = None, columns: dict[str, An
         last_turn={"query": turn.query, "controls": turn.controls, "export": export,
                    **({"corpus": turn.corpus} if turn.corpus else {})},
     )
+
+
+def _only(view: TurnView | tuple[Any, ...], fields: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(getattr(view, f) if isinstance(view, TurnView) else view[TurnView._fields.index(f)] for f in fields)
 
 
 def common_terms(retriever: HybridRetriever, terms: frozenset[str], tokenizer: str) -> frozenset[str]:
@@ -278,71 +293,73 @@ def rerun_turn(query: str, *values: Any) -> TurnView | tuple[Any, ...]:
 
 
 # ------------------------------------------------------------------------------------------- a streamed turn
-# How long a turn's retrieval may take before its first three columns are shown on their own: a turn whose
-# cross-encoder pairs are already cached (most control changes) is retrieved within this and shown once, without a
-# flicker; one that makes the cross-encoder work shows the fused list first.
-STREAM_AFTER_S = 0.05
-_STREAM_POOL = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="turn")
-
-
-def stream_turn(query: Any, *values: Any, **named: Any) -> Iterator[TurnView | tuple[Any, ...]]:
-    """The Run handler of the page (api_name ``run_turn``; same parameters as ``run_turn``), streamed: BM25, dense
-    and the fused list as soon as they exist, the badge saying the level so far and the pairs being scored, then
-    the whole turn once the cross-encoder is done. A turn that needs no reranking, or whose pairs are cached,
-    is shown once. Never raises."""
+def stream_turn(query: Any, *values: Any, **named: Any) -> Iterator[tuple[Any, ...]]:
+    """The Run handler of the page (same parameters as ``run_turn``), streamed, the badge and the four columns
+    only (``COLUMNS``; ``turn_details`` fills the rest after it): BM25, dense and the fused list as soon as they
+    exist, the badge saying the level so far and the pairs being scored, then the reranked column once the
+    cross-encoder is done. A turn that needs no reranking, or whose pairs are cached, is shown once. Never raises."""
     corpus = named.pop("corpus", None)
     if len(values) == len(CONTROLS) + 1:
         *values, corpus = values
     if set(named) - set(CONTROLS) or len(values) > len(CONTROLS):
-        yield run_turn(query, *values, **named)  # the same message as the unstreamed call
+        yield _only(run_turn(query, *values, **named), COLUMNS)  # the same message as the unstreamed call
         return
-    yield from _stream(query, {**dict(zip(CONTROLS, values)), **named}, None, corpus)
+    yield from _stream(query, {**dict(zip(CONTROLS, values)), **named}, corpus)
 
 
-stream_turn.__signature__ = run_turn.__signature__  # type: ignore[attr-defined]
-
-
-def stream_rerun(query: str, *values: Any) -> Iterator[TurnView | tuple[Any, ...]]:
-    """``rerun_turn``, streamed like ``stream_turn`` (a control that brings new pairs into the reranker's head)."""
+def stream_rerun(query: str, *values: Any) -> Iterator[tuple[Any, ...]]:
+    """``rerun_turn``'s badge and columns, streamed like ``stream_turn`` (a control that brings new pairs into the
+    reranker's head); ``values`` as ``rerun_turn`` takes them."""
     if not isinstance(query, str) or not query.strip():
-        yield tuple(gr.skip() for _ in TurnView._fields)
+        yield tuple(gr.skip() for _ in COLUMNS)
         return
     n = len(CONTROLS)
-    yield from _stream(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
-                       values[n + 1] if len(values) > n + 1 else None)
+    yield from _stream(query, dict(zip(CONTROLS, values[:n])), values[n + 1] if len(values) > n + 1 else None)
 
 
-def _stream(query: Any, controls: dict[str, Any], explain_id: str | None, corpus: str | None) -> Iterator[Any]:
+def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
+    """What the page shows below the columns (``DETAILS``), after a streamed turn: the turn is re-run from the
+    cache (no model call). ``values`` as ``rerun_turn`` takes them. A turn that could not run leaves blank charts;
+    its message is already on the page (no second toast). Never raises."""
+    if not isinstance(query, str) or not query.strip():
+        return _only(_idle_view(""), DETAILS)
+    n = len(CONTROLS)
+    explain_id, corpus = (values[n] if len(values) > n else None), (values[n + 1] if len(values) > n + 1 else None)
+    try:
+        turn = execute(query, dict(zip(CONTROLS, values[:n])), corpus or None)
+        return tuple(render_details(turn, explain_id)[f] for f in DETAILS)
+    except Exception:  # the columns' event reported it
+        log.debug("turn details not rendered", exc_info=True)
+        return _only(_idle_view(""), DETAILS)
+
+
+def _stream(query: Any, controls: dict[str, Any], corpus: str | None) -> Iterator[tuple[Any, ...]]:
     try:
         settings = build_settings(controls)
         clean_query(query)
     except (QueryError, ValueError, TypeError):
-        yield _run(query, controls, explain_id, corpus)  # the message, as an unstreamed turn gives it
+        yield _only(_run(query, controls, None, corpus), COLUMNS)  # the message, as an unstreamed turn gives it
         return
     if not settings.hybrid_enabled or settings.simulate_reranker_failure or settings.reranker_max_input == 0:
-        yield _run(query, controls, explain_id, corpus)
+        yield _only(_guarded_columns(query, controls, corpus), COLUMNS)
         return
     try:
         fused = execute(query, {**controls, "reranker_max_input": 0}, corpus or None)
     except Exception:  # whatever it is, the whole turn reports it
-        yield _run(query, controls, explain_id, corpus)
+        yield _only(_guarded_columns(query, controls, corpus), COLUMNS)
         return
-    whole = _STREAM_POOL.submit(execute, query, controls, corpus or None)  # branches cached: the rerank is left
-    try:
-        whole.result(timeout=STREAM_AFTER_S)
-    except cf.TimeoutError:
-        if fused.result.hybrid_path != "dense_only" and fused.result.fused:
-            yield partial_view(fused, min(settings.reranker_max_input, len(fused.result.fused)))
-    except Exception:  # reported below, by the same guard as an unstreamed turn
-        pass
-    columns = None
-    try:  # the badge and the four columns first; the charts, explain, context and export (slower) after them
-        columns = columns_html(whole.result())
-        yield _view(message="", **columns)
-    except Exception:  # the guard below reports it
-        pass
-    # The whole view last (the columns again, as rendered: an API caller gets every value from the last step).
-    yield _guarded(lambda: render_turn(whole.result(), explain_id, columns=columns))
+    result, chunks = fused.result, fused.retriever.by_id
+    if result.hybrid_path != "dense_only" and needs_model(result.query, result.fused, settings,
+                                                          lambda cid: chunks[cid].indexed_text):
+        # The fused list goes out before the cross-encoder starts: its two threads would take both cores from the
+        # message that carries it. A turn whose pairs are all cached (most control changes) is shown once.
+        yield _only(partial_view(fused, min(settings.reranker_max_input, len(result.fused))), COLUMNS)
+    yield _only(_guarded_columns(query, controls, corpus), COLUMNS)
+
+
+def _guarded_columns(query: Any, controls: dict[str, Any], corpus: str | None) -> TurnView | tuple[Any, ...]:
+    """The badge and the four columns of the whole turn (other outputs skipped), or its error in words."""
+    return _guarded(lambda: _view(message="", **columns_html(execute(query, controls, corpus or None))))
 
 
 def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:

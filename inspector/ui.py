@@ -69,8 +69,12 @@ def launch_options() -> dict[str, Any]:
     theme = gr.themes.Default(primary_hue="blue", neutral_hue="slate",
                               font=["ui-sans-serif", "system-ui", "sans-serif"],
                               font_mono=["ui-monospace", "Consolas", "monospace"])
+    # run_history=False: Gradio 6 otherwise keeps every run's inputs, outputs and component configs in the
+    # browser's localStorage (up to 100 runs), re-reading and re-writing the whole list on every message of every
+    # run: each turn's ~250 KB of columns and charts made every later turn slower (fused list 180 -> 650 ms over 30
+    # turns, not reset by a reload), and it left the turns typed on a shared screen readable by the next person.
     return {"css": CSS, "theme": theme, "max_file_size": MAX_FILE_SIZE, "js": presenter.KEYS_JS, "head": HEAD,
-            "app_kwargs": {"middleware": [Middleware(RefuseUploads)]}}
+            "run_history": False, "app_kwargs": {"middleware": [Middleware(RefuseUploads)]}}
 
 
 def build_app() -> gr.Blocks:
@@ -315,11 +319,13 @@ def _newest_wins(app: gr.Blocks, slots: list[Any], marks: list[Any]) -> None:
 def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
           o: dict[str, Any], corpus: gr.Textbox | None = None,
           tour: dict[str, Any] | None = None) -> tuple[list[Any], list[Any]]:
-    """Wire the turn events; returns the cancel slots (see ``_newest_wins``) and the turn events, after each of which
-    compare mode and the share link refresh."""
+    """Wire the turn events; returns the cancel slots (see ``_newest_wins``) and the events that end a turn (its
+    details), after each of which compare mode and the share link refresh.
+
+    A turn is two events: the badge and the four columns, streamed (``handlers.stream_turn``), then everything
+    below them (``handlers.turn_details``, from the cache). The ``run_turn`` API gives all of it in one call."""
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
-    outputs = [o[name] for name in handlers.TurnView._fields]
     # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
     # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
     # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
@@ -327,22 +333,31 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # is dropped (the page keeps the old turn; seen by scripts/page_bench.py --pause 0). "multiple" and "always_last"
     # fixed that but left a cancelled turn's progress overlay on the badge now and then (the race test timed out):
     # open, see the README's streamed turn.
-    turn = dict(inputs=[*inputs, *tail], outputs=outputs, concurrency_id="turn", concurrency_limit=4,
-                preprocess=False)
+    turn = dict(inputs=[*inputs, *tail], outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn",
+                concurrency_limit=4, preprocess=False, show_progress="hidden")
+    details = dict(fn=handlers.turn_details, inputs=[*inputs, o["explain_doc"], *tail],
+                   outputs=[o[name] for name in handlers.DETAILS], concurrency_id="turn", concurrency_limit=4,
+                   preprocess=False, show_progress="hidden", api_visibility="private")
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
     def newest(trigger: Any, fn: Any, **kw: Any) -> Any:
         slots.append(_cancel_slot(trigger))
-        events.append(trigger(fn, **kw))
-        return events[-1]
+        started = trigger(fn, **kw)
+        events.append(started.success(**details))
+        return started
 
     def then_turn(event: Any) -> None:  # an event that fills the turn box, then the turn
         slots.append(_cancel_slot(after=event))
-        events.append(event.then(handlers.stream_turn, api_visibility="private", **turn))
+        events.append(event.then(handlers.stream_turn, api_visibility="private", **turn).success(**details))
 
+    # The API: the whole turn in one call (a hidden button: the page's Run streams, below)
+    api = gr.Button(visible=False, elem_id="run-turn-api")
+    slots.append(_cancel_slot(api.click))  # never clicked in the page; like every writer of the badge, guarded
+    api.click(handlers.run_turn, [*inputs, *tail], [o[name] for name in handlers.TurnView._fields],
+              api_name="run_turn", concurrency_id="turn", concurrency_limit=4, preprocess=False)
     # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
-    newest(run.click, handlers.stream_turn, api_name="run_turn", **turn)
+    newest(run.click, handlers.stream_turn, api_visibility="private", **turn)
     newest(query.submit, handlers.stream_turn, api_visibility="private", **turn)
     examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
     then_turn(examples.load_input_event)
@@ -354,9 +369,10 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
                  trigger_mode="always_last")
     for name, component in controls.items():
         if name == "embedding_model":
-            changed = newest(component.input, handlers.on_model_change, inputs=component,
-                             outputs=controls["min_similarity"], api_visibility="private")
-            events[-1] = changed.then(handlers.stream_rerun, **rerun)
+            slots.append(_cancel_slot(component.input))
+            changed = component.input(handlers.on_model_change, inputs=component, outputs=controls["min_similarity"],
+                                      api_visibility="private")
+            events.append(changed.then(handlers.stream_rerun, **rerun).success(**details))
         elif isinstance(component, gr.Slider):
             newest(component.release, handlers.stream_rerun, **rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):

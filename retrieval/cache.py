@@ -105,7 +105,11 @@ class StagePool:
                 with self._lock:
                     del self._running[token]
 
-        return self._pool.submit(run)
+        submitted = self._pool.submit(run)
+        # when the work finished, not when the caller looked: a caller that first waits for another branch must
+        # not count a late answer as on time (``retrieval.pipeline._collect``)
+        submitted.add_done_callback(lambda f: setattr(f, "done_at", time.perf_counter()))
+        return submitted
 
 
 POOLS: dict[str, StagePool] = {name: StagePool(name) for name in ("bm25", "dense", "rerank")}

@@ -245,16 +245,23 @@ def _done(value: Any) -> cf.Future:
 
 def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
              timings: dict[str, float]) -> BranchResult:
-    """A branch's result from its future, or why it has none (timeout, failure)."""
+    """A branch's result from its future, or why it has none (timeout, failure). A branch that finished after its
+    budget timed out even when the caller looked only later (it waited for the other branch first)."""
+    def timeout(at: float) -> BranchResult:
+        return BranchResult(name, status="timeout", reason=f"{name} exceeded its {budget_ms} ms budget",
+                            ms=(at - started) * 1000)
+
     remaining = max(0.0, budget_ms / 1000 - (time.perf_counter() - started))
     try:
         hits, stage_ms = future.result(timeout=remaining)
     except cf.TimeoutError:
-        return BranchResult(name, status="timeout", reason=f"{name} exceeded its {budget_ms} ms budget",
-                            ms=(time.perf_counter() - started) * 1000)
+        return timeout(time.perf_counter())
     except Exception as exc:
         return BranchResult(name, status="failed", reason=f"{name} failed: {type(exc).__name__}: {exc}",
                             ms=(time.perf_counter() - started) * 1000)
+    done_at = getattr(future, "done_at", None)
+    if done_at is not None and done_at - started > budget_ms / 1000:
+        return timeout(done_at)
     timings.update(stage_ms)
     ms = sum(stage_ms.values())
     if not hits and name == "bm25":

@@ -297,6 +297,16 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings,
     return order_head(head, scores, s), "", ms
 
 
+def needs_model(query: str, fused: Sequence[FusedHit], s: Settings, text_of: Callable[[str], str]) -> bool:
+    """Whether reranking ``fused`` would call the cross-encoder: it is on and loaded, and some pair of the head is
+    not in ``PAIR_SCORES`` (a streamed turn shows the fused list first only when the rerank takes real time)."""
+    if s.simulate_reranker_failure or s.reranker_max_input == 0 or not fused:
+        return False
+    scorer = load_reranker(s.reranker_model)
+    return scorer is not None and any(PAIR_SCORES.get(pair_key(scorer.name, query, text_of(hit.chunk_id))) is None
+                                      for hit in fused[: s.reranker_max_input])
+
+
 def order_head(head: Sequence[FusedHit], scores: Sequence[float], s: Settings) -> list[RerankedHit]:
     """The scored head in its new order: by logit (``RERANK_MODE=replace``), or the logit ranking fused with the
     fused ranking by RRF, weight ``RERANK_WEIGHT`` (``rrf``: protects the fused order from an out-of-domain

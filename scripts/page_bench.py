@@ -42,7 +42,8 @@ WATCH_JS = """(text) => {
     if (!turnShown()) { return; }
     if (!('fused' in window.__seen) && document.querySelector('#list-rrf .hit')) { window.__seen.fused = now; }
     const pending = document.querySelector('#hybrid-path .level-pending');
-    if (!pending && document.querySelector('#list-reranked .col:not(.pending) .hit, #list-reranked .refusal')) {
+    if (!('reranked' in window.__seen) && !pending &&
+        document.querySelector('#list-reranked .col:not(.pending) .hit, #list-reranked .refusal')) {
       window.__seen.reranked = now; window.__seen.streamed = !!window.__wasPending; }
     if (pending) { window.__wasPending = true; }
   };

@@ -117,6 +117,10 @@ def test_type_a_turn_run_it_and_see_four_non_empty_lists(page):
     assert f"/({DEFAULTS.rrf_k}+" in page.locator("#list-rrf").text_content()
     for chart in ("rank-flow", "contributions", "k-sensitivity"):
         page.locator(f"#chart-{chart} .main-svg").first.wait_for()  # plotly drew it
+    # Gradio's run history is off: no turn is kept in the browser (it made every turn slower than the last, and a
+    # shared screen showed the next person what was typed)
+    kept = page.evaluate("() => Object.keys(localStorage).filter(k => k.startsWith('gradio:run-history'))")
+    assert kept == [], kept
 
 
 def test_reranker_failure_toggle_shows_rrf_only(page):

@@ -26,7 +26,8 @@ TRIES = 4
 NONE, MANY = 0, 80
 TURN_B = "how should I store my insulin pens"
 CHANGED = "(html) => document.querySelector('#hybrid-path').innerHTML !== html"
-SETTLED = "() => !document.querySelector('#hybrid-path .wrap:not(.hide)')"  # no progress overlay on the badge
+# the badge is final: no streamed first step ("scoring …") and no progress overlay on it
+SETTLED = "() => !document.querySelector('#hybrid-path .level-pending, #hybrid-path .wrap:not(.hide)')"
 
 
 def turn_a(i: int) -> str:

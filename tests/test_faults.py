@@ -166,6 +166,24 @@ def test_dense_budget_trips_for_real(mini, mini_settings):
     assert mini.retrieve(turn("dense budget normal"), mini_settings).hybrid_path == "full"
 
 
+def test_a_branch_that_finished_late_timed_out_even_when_collected_later():
+    """The caller collects dense only after BM25; a dense answer that arrived after its budget while the caller was
+    still waiting for BM25 (loaded machine, GIL) is a timeout, not an on-time answer (it once made the test above
+    answer `full`)."""
+    from retrieval.cache import StagePool
+    from retrieval.pipeline import _collect
+
+    pool = StagePool("late-test", workers=1)
+    started = time.perf_counter()
+    late = pool.submit(5, lambda: (time.sleep(0.03), ([], {"dense": 30.0}))[1])
+    on_time = pool.submit(1000, lambda: ([], {"dense": 0.0}))
+    time.sleep(0.08)  # both finished by now: the first after its 5 ms budget
+    assert late.done() and on_time.done()
+    r = _collect("dense", late, 5, started, {})
+    assert r.status == "timeout" and r.reason == "dense exceeded its 5 ms budget" and r.ms >= 30
+    assert _collect("dense", on_time, 1000, started, {}).status == "ok"
+
+
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory, mini_settings):
     """An in-process retriever over the mini corpus replicated to 1,200 sub-chunks (each text embedded once)."""

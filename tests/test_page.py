@@ -26,40 +26,40 @@ def _steps(ui_handlers, text, **changes):
     return list(ui_handlers.stream_turn(text, *control_values(**changes)))
 
 
-def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui, monkeypatch):
-    # No grace period: on a quiet machine the mini corpus's few pairs are scored within STREAM_AFTER_S, and the
-    # turn would (rightly) be shown in one step.
-    monkeypatch.setattr(handlers, "STREAM_AFTER_S", 0.0)
-    steps = _steps(ui, "what happens if my GS-40 shows E-07 twice in a row (stream unit)")
-    assert len(steps) == 3, [type(s) for s in steps]
-    first, columns, whole = steps
-    fields = dict(zip(handlers.TurnView._fields, first))
-    assert 'class="status level-pending"' in fields["status"] and "scoring" in fields["status"]
-    assert "rrf_only" in fields["status"]  # the level so far
-    assert '<div class="hit' in fields["rrf"] and '<div class="hit' in fields["bm25"]
-    assert 'col col-reranked pending' in fields["reranked"] and '<div class="hit' not in fields["reranked"]
-    assert all(fields[name] is not None and isinstance(fields[name], type(gr.skip()))
-               for name in ("rank_flow", "contributions", "k_sensitivity", "export", "last_turn"))
-    columns = dict(zip(handlers.TurnView._fields, columns))  # then the badge and four columns, charts untouched
-    assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]
-    assert isinstance(columns["rank_flow"], type(gr.skip()))
-    assert isinstance(whole, handlers.TurnView) and whole.status == columns["status"]  # then everything
-    assert all(len(fig.data) > 0 for fig in (whole.rank_flow, whole.contributions)) and whole.last_turn
+def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
+    text = "what happens if my GS-40 shows E-07 twice in a row (stream unit)"
+    steps = _steps(ui, text)
+    assert len(steps) == 2 and all(len(step) == len(handlers.COLUMNS) for step in steps), steps
+    first, columns = (dict(zip(handlers.COLUMNS, step)) for step in steps)
+    assert 'class="status level-pending"' in first["status"] and "scoring" in first["status"]
+    assert "rrf_only" in first["status"]  # the level so far
+    assert '<div class="hit' in first["rrf"] and '<div class="hit' in first["bm25"]
+    assert 'col col-reranked pending' in first["reranked"] and '<div class="hit' not in first["reranked"]
+    assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]  # then badge + columns
+    # then everything below the columns, in an event of its own, from the cache
+    details = dict(zip(handlers.DETAILS, ui.turn_details(text, *control_values(), None, None)))
+    assert set(handlers.COLUMNS) | set(handlers.DETAILS) == set(handlers.TurnView._fields)
+    assert all(len(details[f].data) > 0 for f in ("rank_flow", "contributions")) and details["last_turn"]
+    assert details["last_turn"]["query"] == text and "context" in details["context"]
 
 
-def test_a_cached_turn_and_a_turn_without_reranking_are_shown_once(ui, monkeypatch):
+def test_a_cached_turn_and_a_turn_without_reranking_are_shown_once(ui):
     text = "what happens if my GS-40 shows E-07 twice in a row (cached unit)"
-    _steps(ui, text)
-    monkeypatch.setattr(handlers, "STREAM_AFTER_S", 30.0)  # however loaded the machine, a cached turn is in time
-    again = _steps(ui, text)  # every pair cached: answered within STREAM_AFTER_S, no "scoring" step
-    assert len(again) == 2 and "level-full" in again[0][1] and again[1].status == again[0][1]
+    assert len(_steps(ui, text)) == 2
+    again = _steps(ui, text)  # every pair cached: no "scoring" step
+    assert len(again) == 1 and "level-full" in again[0][1]
     failed = _steps(ui, "metformin missed dose (no rerank)", simulate_reranker_failure=True)
-    assert len(failed) == 1 and "level-rrf_only" in failed[0].status
+    assert len(failed) == 1 and "level-rrf_only" in failed[0][1]
+
+
+def test_details_of_a_turn_that_cannot_run_are_blank_without_a_second_message(ui):
+    details = dict(zip(handlers.DETAILS, ui.turn_details("   ", *control_values(), None, None)))
+    assert details["last_turn"] is None and details["export"] is None
 
 
 def test_a_bad_turn_streams_its_message_once(ui):
     steps = _steps(ui, "   ")
-    assert len(steps) == 1 and "The turn is empty" in steps[0].message
+    assert len(steps) == 1 and "The turn is empty" in steps[0][0]
 
 
 # ------------------------------------------------------------------------------------------- presenter mode
