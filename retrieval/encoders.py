@@ -7,12 +7,15 @@ their own input, are deterministic and can be cached. Heavy libraries are import
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.util
+import logging
 import os
+import platform
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -99,15 +102,79 @@ def feeds_of(enc) -> dict[str, np.ndarray]:
             "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64)}
 
 
-def _session(model_path: Path, threads: int | None = None):
+def graph_cache_dir() -> Path:
+    """Where onnxruntime's optimized graphs are saved: ``RETRIEVAL_GRAPH_CACHE``, else the user's cache folder."""
+    configured = os.environ.get("RETRIEVAL_GRAPH_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retrieval-inspector" / "onnxruntime"
+
+
+@lru_cache(maxsize=1)
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return platform.processor()
+
+
+def saved_graph(model_path: Path, disabled: Sequence[str] = ()) -> Path:
+    """The file that holds onnxruntime's optimized graph of ``model_path`` (``disabled``: optimizers not applied).
+    Its name hashes what the graph depends on: the onnxruntime version, the model file (path, size, modification
+    time), the disabled optimizers and the CPU's flags (an optimized graph may hold kernels chosen for this CPU)."""
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's default; stated
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    stat = model_path.stat()
+    key = "\n".join([ort.__version__, str(model_path.resolve()), str(stat.st_size), str(stat.st_mtime_ns),
+                     ",".join(sorted(disabled)), _cpu_flags()])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return graph_cache_dir() / f"{model_path.parent.name}-{digest}.onnx"
+
+
+def _session(model_path: Path, threads: int | None = None, disabled: Sequence[str] = (), saved: bool = True):
+    """An onnxruntime CPU session of ``model_path`` (``disabled``: graph optimizers not to apply).
+
+    With ``saved``, the optimized graph is written once to ``saved_graph`` and later sessions load it with no
+    optimization to redo: 2-5x faster to create (scripts/rerank_levers.py ``--sessions``), the same kernels, so the
+    same outputs bit for bit (tests/test_rerank.py). A folder that cannot be written, or a saved file that cannot
+    be read, only costs the time: the graph is optimized in memory as without it."""
+    import onnxruntime as ort
+
+    def options(level):
+        o = ort.SessionOptions()
+        o.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
+        o.inter_op_num_threads = 1
+        o.graph_optimization_level = level
+        o.log_severity_level = 3
+        return o
+
+    def create(path: Path, o):
+        return ort.InferenceSession(str(path), sess_options=o, providers=["CPUExecutionProvider"],
+                                    disabled_optimizers=list(disabled) or None)
+
+    full = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's default; stated
+    if not saved:
+        return create(model_path, options(full))
+    target = saved_graph(model_path, disabled)
+    if target.exists():
+        try:
+            o = options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)  # already optimized
+            return ort.InferenceSession(str(target), sess_options=o, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # damaged or unreadable: optimized again below, and written anew
+            logging.getLogger(__name__).warning("saved graph %s unusable (%s); optimizing again", target, exc)
+    o = options(full)
+    partial = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        o.optimized_model_filepath = str(partial)
+        session = create(model_path, o)
+        os.replace(partial, target)  # whole or not at all, whoever writes at the same time
+        return session
+    except Exception:  # the folder or the file cannot be written (a model that fails, fails again just below)
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        return create(model_path, options(full))
 
 
 class OnnxEmbedder:
@@ -182,6 +249,13 @@ class OnnxEmbedder:
 # session's threads spin waiting for each other. One pair per call either way, so the logits are bit-identical.
 RERANK_WORKERS = INDEX_WORKERS
 
+# onnxruntime fuses each residual Add + LayerNormalization of the cross-encoder into SkipLayerNormalization, whose CPU
+# kernel (onnxruntime 1.32) took about a sixth of a pair's time, ten times the plain LayerNormalization on the same
+# tensor. Left unfused, a pair costs about 1.17x less (scripts/rerank_levers.py, ``no_skip_ln``). The logits move
+# (up to 0.15 on a logit range of about 20: the two round differently before each int8 activation quantization),
+# stay deterministic, and the rankings keep nDCG@10 within 0.005 on the shipped set and SciFact (README, Speed).
+RERANK_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
+
 
 class OnnxCrossEncoder:
     """ms-marco-MiniLM-L-12-v2 (int8 ONNX): one (query, passage) pair per call -> one logit.
@@ -198,24 +272,25 @@ class OnnxCrossEncoder:
         self._tokenizer.enable_truncation(max_length)
         self._tokenizer.no_padding()  # every input at its exact length: padding would cost time and move the logit
         self._model_path = folder / "model.onnx"
-        self._pools: dict[int, queue.SimpleQueue] = {}
+        self._pools: dict[tuple[int, tuple[str, ...]], queue.SimpleQueue] = {}
         self.workers = max(1, workers or RERANK_WORKERS)
-        self._sessions = self._pool(self.workers)
+        self._sessions = self._pool(self.workers, RERANK_DISABLED_OPTIMIZERS)
 
-    def _pool(self, workers: int) -> queue.SimpleQueue:
-        if workers not in self._pools:
+    def _pool(self, workers: int, disabled: tuple[str, ...]) -> queue.SimpleQueue:
+        if (workers, disabled) not in self._pools:
             pool: queue.SimpleQueue = queue.SimpleQueue()
             for _ in range(workers):
-                pool.put(_session(self._model_path, threads=1 if workers > 1 else None))
-            self._pools[workers] = pool
-        return self._pools[workers]
+                pool.put(_session(self._model_path, threads=1 if workers > 1 else None, disabled=disabled))
+            self._pools[workers, disabled] = pool
+        return self._pools[workers, disabled]
 
-    @contextmanager
-    def using(self, workers: int) -> Iterator[None]:
-        """Score with ``workers`` sessions meanwhile (1: one session with two intra-op threads, the scheme before
-        issue 20), so the benchmark can time both schemes in one run. Not for concurrent turns."""
+    @contextlib.contextmanager
+    def using(self, workers: int, disabled: tuple[str, ...] = ()) -> Iterator[None]:
+        """Score with ``workers`` sessions meanwhile (1: one session with two intra-op threads), whose graphs skip
+        the ``disabled`` optimizers (default none: with ``using(1)``, the scheme before issue 20), so the benchmark
+        can time both schemes in one run. Not for concurrent turns."""
         before = (self.workers, self._sessions)
-        self.workers, self._sessions = workers, self._pool(workers)
+        self.workers, self._sessions = workers, self._pool(workers, disabled)
         try:
             yield
         finally:

@@ -128,7 +128,7 @@ def test_summary_attributes_to_the_cross_encoder_and_to_the_level():
     a = result(s.replace(reranker_max_input=0), BM25, DENSE, 10, {"bm25": 1.0, "dense": 1.0}, path="rrf_only")
     b = result(s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 1.0}, reranked=[("w#0", 4), ("y#0", 1)])
     text = summarize(a, b)
-    assert "reranker_max_input 0 → 20" in text
+    assert f"reranker_max_input 0 → {s.reranker_max_input}" in text
     assert "A runs at level rrf_only, B at level full" in text
     assert "B ranks w first (A does not return it): the cross-encoder moved it from fused #4 to the top" in text
     assert f"(rerank mode {s.rerank_mode} in B; B changes reranker_max_input)" in text

@@ -26,7 +26,7 @@ def test_each_side_is_what_eval_reports_for_that_configuration(mini, mini_settin
         want = evaluate(ds, mini, settings, refusals=False, seed=3, resamples=1000)["configs"]
         assert report[side] == want
     assert report["changed"] == {"rrf_k": {"a": 10, "b": 1}, "dense_weight": {"a": 2.0, "b": 0.5},
-                                 "reranker_max_input": {"a": 20, "b": 0}}
+                                 "reranker_max_input": {"a": mini_settings.reranker_max_input, "b": 0}}
 
 
 def test_per_turn_scores_and_the_paired_test(mini, mini_settings, ab):

@@ -95,7 +95,7 @@ def test_compare_corpus_scores_both_sides_per_turn(tiny):
         alone = evaluate_corpus("tinybeir", settings, ["full"])["per_turn"]
         assert [t[f"{side}_{METRIC}"] for t in report["turns"]] == [round(t[METRIC]["full"], 6) for t in alone]
     assert any(t["delta"] for t in report["turns"])  # q2: BM25 cannot find its card
-    assert report["changed"] == {"dense_weight": {"a": 2.0, "b": 0.0}, "reranker_max_input": {"a": 20, "b": 0}}
+    assert report["changed"] == {"dense_weight": {"a": 2.0, "b": 0.0}, "reranker_max_input": {"a": tiny.reranker_max_input, "b": 0}}
     assert len(compare_corpus("tinybeir", tiny, b, limit=1)["turns"]) == 1
 
 
