@@ -223,16 +223,19 @@ Evidence = RefusalEvidence | None
 
 
 def choose(groups: Sequence[tuple[Sequence[Evidence], int]], negatives: Sequence[Evidence], level: str,
-           start: RefusalThresholds, search: Sequence[Sequence[str]] | None = None) -> RefusalThresholds:
+           start: RefusalThresholds, search: Sequence[Sequence[str]] | None = None,
+           relax_only: bool = False) -> RefusalThresholds:
     """The thresholds of ``level``, group of thresholds by group (``SEARCH[level]``) from ``start``: the values
     refusing the most ``negatives`` while each group of answerable turns ``(turns, max_false)`` has at most
     ``max_false`` refused, *also* with any one threshold one grid step stricter (a setting at the edge of a cliff
     of false refusals is not chosen); ties go to the most lenient values (the grids run lenient first). When no
     values keep within the budgets (another test refuses the answerable turns), the fewest refused wins.
-    ``search``: other groups of thresholds to search than ``SEARCH[level]``."""
+    ``search``: other groups of thresholds to search than ``SEARCH[level]``. ``relax_only``: no threshold
+    stricter than ``start``'s (answerable turns written from the cards are easier than real ones: they may show
+    that a default refuses too much, never that a stricter one is safe)."""
     current = start
     for names in (SEARCH[level] if search is None else search):
-        grids = [GRID[name] for name in names]
+        grids = [_no_stricter(GRID[n], getattr(start, n)) if relax_only else GRID[n] for n in names]
         counts: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         for index in itertools.product(*(range(len(g)) for g in grids)):
             th = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, index)})
@@ -251,6 +254,12 @@ def choose(groups: Sequence[tuple[Sequence[Evidence], int]], negatives: Sequence
         best = max(counts, key=key)  # max keeps the first of equals: the most lenient
         current = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, best)})
     return current
+
+
+def _no_stricter(grid: list[Any], value: Any) -> list[Any]:
+    """The grid's values up to ``value`` (grids run lenient first); ``value`` itself kept even if off the grid."""
+    cut = grid.index(value) + 1 if value in grid else next((i for i, g in enumerate(grid) if g > value), len(grid))
+    return grid[:cut] if value in grid else [*grid[:cut], value]
 
 
 @dataclass(frozen=True)
@@ -292,8 +301,10 @@ def calibrate(retriever: Any, queries: Sequence[LabeledQuery], cards: Sequence[C
     n_fit = sum(t.side == "answerable" and t.split == "fit" for t in turns)
     max_false = math.floor(FALSE_REFUSAL_SHARE * n_fit)
     chosen = start_from(settings)
+    synthetic = bool(turns) and turns[0].origin == "synthetic"
     for level in LEVELS:
-        chosen = choose([(group("answerable", "fit", level), max_false)], group("ood", "fit", level), level, chosen)
+        chosen = choose([(group("answerable", "fit", level), max_false)], group("ood", "fit", level), level, chosen,
+                        relax_only=synthetic)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     chosen = dataclasses.replace(chosen, source=f"calibrated for {name or 'this corpus'} on {when}")
     report: dict[str, Any] = {

@@ -55,6 +55,9 @@ AGREEMENT_DEPTH = 10
 # make a Spanish vocabulary).
 MIN_LANGUAGE_SHARE = 0.3
 MIN_UNEXPLAINED_CHARS = 3  # shorter words (ok, ve, m) are not judged
+# Cards that use more code families than this are open text (abstracts name hundreds of genes and proteins: CD4,
+# IL-6, NF2), not a catalogue of model numbers and error codes: an unknown member of a family is normal there.
+MAX_CODE_FAMILIES = 100
 
 # An identifier: letters then digits (GS-40, E-07, Err-4, F2, T112, A-15) or digits then a few letters (31G).
 IDENTIFIER = re.compile(r"\b(?:[A-Za-z]{1,6}-?\d{1,5}[A-Za-z]?|\d{1,5}-?[A-Za-z]{1,3})\b")
@@ -198,6 +201,7 @@ class LexicalEvidence:
     language: str = ""
     top_language: str = ""
     judged: bool = True
+    code_families: int = 0  # how many code families the cards use (more than MAX_CODE_FAMILIES: open text)
 
     @property
     def max_matched_idf(self) -> float:
@@ -224,8 +228,9 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
     matched = tuple(w for w, st in zip(words, stems) if w in top or st in top_stems)
     unknown, siblings = [], []
     found = identifiers(turn)
+    catalogue = len(vocabulary.families) <= MAX_CODE_FAMILIES
     for raw, norm, family in found:
-        if norm not in vocabulary.identifiers and family in vocabulary.families:
+        if catalogue and norm not in vocabulary.identifiers and family in vocabulary.families:
             unknown.append(raw)
             siblings.extend(m for m in vocabulary.families[family] if m not in siblings)
     lang = language(turn)
@@ -237,7 +242,8 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
                            matched_idf=tuple(vocabulary.idf(w) for w in matched),
                            unknown_identifiers=tuple(unknown), known_family_members=tuple(siblings[:6]),
                            unexplained=unexplained, language=lang,
-                           top_language=language(top_text) if top_text else "", judged=judged)
+                           top_language=language(top_text) if top_text else "", judged=judged,
+                           code_families=len(vocabulary.families))
 
 
 @dataclass(frozen=True)
@@ -466,6 +472,9 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
     if unknown:
         sentence = (f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the cards "
                     f"(they know {', '.join(lex.known_family_members)})")
+    elif lex.code_families > MAX_CODE_FAMILIES:
+        sentence = (f"not judged: the cards use {lex.code_families} code families, open text where an unknown name "
+                    "is normal")
     else:
         sentence = "no unknown model number or code in the turn"
     tests.append(RefusalTest("unknown identifiers", float(len(unknown)), 0.0, not unknown, sentence))

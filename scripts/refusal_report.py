@@ -164,26 +164,37 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------------------------- open corpora
 def open_corpus(args: argparse.Namespace, settings: Settings, name: str, cards_path: Path,
-                queries_path: Path, after: refusal.RefusalThresholds) -> dict[str, Any]:
-    """An uploaded-like corpus: calibrated from synthetic turns + the pool, its labeled questions reported."""
+                queries_path: Path, after: refusal.RefusalThresholds,
+                chunk_words: int | None = DEFAULT_CHUNK_WORDS) -> dict[str, Any]:
+    """An uploaded-like corpus: calibrated from synthetic turns + the pool, its labeled questions reported.
+    ``chunk_words=None``: one chunk per card (as ``eval --beir`` indexes SciFact)."""
     cards = load_cards(cards_path)
-    chunks = split_cards(cards, DEFAULT_CHUNK_WORDS)
+    chunks = split_cards(cards, chunk_words)
     s = settings.replace(corpus_path=str(cards_path), chroma_path=str(Path(args.cache) / f"chroma-{name}"))
     get = lazy_retriever(s, chunks)
-    texts = [q.text for q in load_queries(queries_path) if q.relevant]
-    cache = Path(args.cache) / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model)}.pkl"
-    ev = collect(texts, get, s, cache, name, refusal.Vocabulary.from_texts(c.indexed_text for c in chunks))
+    queries = list(load_queries(queries_path))
+    answerable = [q.text for q in queries if q.relevant]
+    no_match = [q.text for q in queries if not q.relevant]
+    cache = Path(args.cache) / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)}.pkl"
+    ev = collect(answerable + no_match, get, s, cache, name,
+                 refusal.Vocabulary.from_texts(c.indexed_text for c in chunks))
     started = time.perf_counter()
-    cal = calibration.calibrate(get(), [], cards, s, name=name)
+    cal = calibration.calibrate(get(), [], cards, s, name=name)  # as an upload without labels: synthetic turns
     cal_s = time.perf_counter() - started
-    row: dict[str, Any] = {"set": f"{name} questions", "split": "test", "n": len(texts),
-                           "kind": "answerable (refused = false refusal)"}
-    for level in LEVELS:
-        row[f"{level}:before"] = sum(pipeline_refused(ev[t][level], BEFORE, s.min_similarity) for t in texts)
-        row[f"{level}:after (defaults)"] = sum(pipeline_refused(ev[t][level], after, s.min_similarity) for t in texts)
-        row[f"{level}:after"] = sum(pipeline_refused(ev[t][level], cal.thresholds, s.min_similarity) for t in texts)
-    wrong = [t for t in texts if pipeline_refused(ev[t]["full"], cal.thresholds, s.min_similarity)]
-    return {"row": row, "calibration": cal.to_dict(), "calibration_seconds": round(cal_s, 1),
+    rows = []
+    for label, texts, kind in ((f"{name} questions", answerable, "answerable (refused = false refusal)"),
+                               (f"{name} no_match", no_match, "refuse")):
+        if not texts:
+            continue
+        row: dict[str, Any] = {"set": label, "split": "test", "n": len(texts), "kind": kind}
+        for level in LEVELS:
+            row[f"{level}:before"] = sum(pipeline_refused(ev[t][level], BEFORE, s.min_similarity) for t in texts)
+            row[f"{level}:defaults"] = sum(pipeline_refused(ev[t][level], after, s.min_similarity) for t in texts)
+            row[f"{level}:after"] = sum(pipeline_refused(ev[t][level], cal.thresholds, s.min_similarity)
+                                        for t in texts)
+        rows.append(row)
+    wrong = [t for t in answerable if pipeline_refused(ev[t]["full"], cal.thresholds, s.min_similarity)]
+    return {"rows": rows, "calibration": cal.to_dict(), "calibration_seconds": round(cal_s, 1),
             "refused_at_full": wrong[:10]}
 
 
@@ -205,7 +216,7 @@ def scifact(args: argparse.Namespace, settings: Settings, after: refusal.Refusal
         for q in claims:
             f.write(json.dumps({"id": q.id, "text": q.text, "lang": "en", "category": "mixed",
                                 "relevant": {d: 2 for d in q.relevant}}) + "\n")
-    return open_corpus(args, settings, f"scifact-{args.scifact}", path, qpath, after)
+    return open_corpus(args, settings, f"scifact-{args.scifact}", path, qpath, after, chunk_words=None)
 
 
 # --------------------------------------------------------------------------------------------------- printing
@@ -216,7 +227,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for lv in LEVELS:
             b, a = r[f"{lv}:before"], r[f"{lv}:after"]
-            cells.append(f"{b} ({100 * b / r['n']:.1f}%) → **{a} ({100 * a / r['n']:.1f}%)**")
+            mid = (f"{r[f'{lv}:defaults']} ({100 * r[f'{lv}:defaults'] / r['n']:.1f}%) → "
+                   if f"{lv}:defaults" in r else "")
+            cells.append(f"{b} ({100 * b / r['n']:.1f}%) → {mid}**{a} ({100 * a / r['n']:.1f}%)**")
         should = "answered" if r["kind"].startswith("answerable") else "refused"
         lines.append(f"| {r['set']} | {r['split']} | {r['n']} | {should} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -245,10 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("bicycles", "medqa"):
             folder = ROOT / "corpus" / "eval" / name
             report[name] = open_corpus(args, settings, name, folder / "cards.jsonl", folder / "queries.jsonl", after)
-            rows.append(report[name]["row"])
+            rows.extend(report[name]["rows"])
     if args.scifact:
         report["scifact"] = scifact(args, settings, after)
-        rows.append(report["scifact"]["row"])
+        rows.extend(report["scifact"]["rows"])
     load = os.getloadavg()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "

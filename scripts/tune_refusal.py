@@ -1,4 +1,7 @@
-"""Tune and measure the refusal rule (retrieval/refusal.py) against today's cosine rule.
+"""Tune and measure the refusal rule (retrieval/refusal.py) against today's cosine rule (issue 14's script).
+
+Issue 23's before/after table over the near-domain, paraphrase and es/pt sets, per level, with the open-domain
+corpora and SciFact calibrated as uploads, comes from ``scripts/refusal_report.py``.
 
     .venv/bin/python scripts/tune_refusal.py            # collect evidence (cached under /tmp), tune on dev, report
     .venv/bin/python scripts/tune_refusal.py --scifact 100   # also SciFact test: 100 claims over a sub-corpus

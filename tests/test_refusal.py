@@ -373,3 +373,17 @@ def test_real_pipeline_reports_the_failed_test_on_the_result_and_the_cut_cards(s
                                             "using cosine, lexical and agreement evidence only",)
     legacy = shipped.retrieve(turn, shipped.settings.replace(refusal_rule="cosine"))
     assert legacy.refusal is None and legacy.hybrid_path == "full"
+
+
+def test_unknown_codes_are_not_judged_in_open_text_with_hundreds_of_code_families():
+    from retrieval.refusal import MAX_CODE_FAMILIES
+
+    names = [chr(65 + i // 26) + chr(65 + i % 26) for i in range(MAX_CODE_FAMILIES + 1)]  # AA, AB, ...
+    texts = [f"The protein {name}-{i} binds CD4" for i, name in enumerate(names)]
+    vocab = Vocabulary.from_texts(texts)
+    assert len(vocab.families) > MAX_CODE_FAMILIES
+    ev = lexical_evidence("Does CD9999 bind AA-7?", texts[0], vocab)
+    assert ev.unknown_identifiers == () and ev.code_families == len(vocab.families)
+    d = decide(RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev), T)
+    codes = next(t for t in d.tests if t.name == "unknown identifiers")
+    assert codes.passed and codes.sentence.startswith(f"not judged: the cards use {len(vocab.families)} code families")
