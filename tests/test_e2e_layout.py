@@ -150,7 +150,7 @@ def test_a_turn_streams_the_fused_list_before_the_reranked_one(context_at, serve
     text = "which GlucoSense code means the strip went in backwards (stream check)"
     pg.evaluate(STREAM_JS, text)
     pg.locator("#query textarea").fill(text)
-    pg.locator("#run").click()  # a turn never run before: the cross-encoder has 20 new pairs to score
+    pg.locator("#run").click()  # a turn never run before: the cross-encoder has new pairs to score (RERANKER_MAX_INPUT)
     pg.wait_for_function("() => 'reranked' in window.__seen", timeout=TIMEOUT_MS)
     expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
     seen = pg.evaluate("() => window.__seen")
