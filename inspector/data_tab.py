@@ -214,6 +214,64 @@ def attach_collection(collection: str | None, model: str | None, text_field: str
             gr.Dropdown(choices=picker_choices(), value=data.entry.name), token)
 
 
+def calibration_html(name: str | None) -> str:
+    """The picked corpus's refusal calibration: its thresholds and what it refuses on held-out turns, per level
+    (or that it runs, failed, or is not calibrated yet). Everything escaped."""
+    from retrieval.corpora import calibration_state
+
+    try:
+        data = _registry().open(name or SHIPPED)
+        stored, job = calibration_state(data, _settings())
+    except Exception as exc:
+        return f'<div class="calibration">Refusal calibration: unavailable ({render.esc(str(exc))}).</div>'
+    parts = []
+    if job is not None and job.status == "running":
+        parts.append(f"<p>Calibrating: {job.done}/{job.total or '?'} turns run (press ↻ to update).</p>")
+    elif job is not None and job.status == "failed":
+        parts.append(f"<p>The last calibration failed: {render.esc(job.error)}</p>")
+    shown = stored or (job.result if job is not None and job.status == "done" else None)
+    if shown is None:
+        parts.append("<p>" + ("The shipped cards use the defaults tuned on their dev sets (README, Refusal)."
+                              if data.key is None else "Not calibrated yet: the default thresholds apply.") + "</p>")
+    else:
+        r = shown.report
+        rows = "".join(
+            f"<tr><td>{render.esc(level)}</td><td>{_frac(row['ood_held'])}</td><td>{_frac(row['answerable_held'])}"
+            f"</td><td>{_frac(row['ood_fit'])}</td><td>{_frac(row['answerable_fit'])}</td></tr>"
+            for level, row in r["levels"].items())
+        th = shown.thresholds.to_dict()
+        knobs = ", ".join(f"{render.esc(k)}={render.esc(v)}" for k, v in th.items() if k != "source")
+        note = " (a report only: the shipped cards keep their defaults)" if data.key is None else ""
+        parts.append(f"<p>{render.esc(shown.thresholds.source)}{note}: {r['turns']} turns "
+                     f"({render.esc(r['answerable_origin'])} answerable turns and the out-of-domain pool), "
+                     f"{r['seconds']} s.</p><table><thead><tr><th>level</th><th>out-of-domain refused (held out)</th>"
+                     f"<th>false refusals (held out)</th><th>out-of-domain refused (fit)</th><th>false refusals "
+                     f"(fit)</th></tr></thead><tbody>{rows}</tbody></table><p class='thresholds'>{knobs}</p>")
+    return '<div class="calibration"><b>Refusal calibration</b>' + "".join(parts) + "</div>"
+
+
+def _frac(pair: list[int]) -> str:
+    k, n = pair
+    return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "–"
+
+
+def recalibrate(name: str | None) -> str:
+    """Start calibrating the picked corpus again (in the background); the panel says so."""
+    from retrieval.corpora import start_calibration
+
+    try:
+        data = _registry().open(name or SHIPPED)
+        if data.key is not None and not (is_ready(data, _settings())):
+            raise ValueError(f"{data.entry.name} is not open in this app yet: open it (and let it index) first.")
+        start_calibration(data, _settings())
+    except (LoadError, ValueError) as exc:
+        return _message(str(exc)) + calibration_html(name)
+    except Exception as exc:
+        log.exception("calibrating %r failed to start", name)
+        return _message(f"Could not calibrate {name!r} ({type(exc).__name__}: {exc}).") + calibration_html(name)
+    return calibration_html(name)
+
+
 def refusal_of(name: str | None) -> str:
     """The refusal text kept with the picked corpus (the neutral default if none was set)."""
     try:
@@ -284,6 +342,11 @@ def build_data_tab(corpus: gr.Textbox) -> None:
                              elem_id="corpus-refusal", max_lines=3, scale=4, value=refusal_of(SHIPPED),
                              max_length=2000)
         refusal_btn = gr.Button("Save refusal text", elem_id="corpus-refusal-save", scale=1)
+    with gr.Row(equal_height=True):
+        calibration = gr.HTML(calibration_html(SHIPPED), elem_id="corpus-calibration")
+        with gr.Column(scale=0, min_width=200):
+            calibrate_btn = gr.Button("Re-run refusal calibration", elem_id="corpus-calibrate")
+            calibration_refresh = gr.Button("↻ Refusal report", elem_id="corpus-calibration-refresh")
     with gr.Accordion("Attach a collection of the store made elsewhere (its vectors are checked, never rewritten)",
                       open=False):
         with gr.Row(equal_height=True):
@@ -309,6 +372,9 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     cancel_btn.click(cancel, pending, message, **private)
     delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
     picker.change(refusal_of, picker, refusal, **private)
+    picker.change(calibration_html, picker, calibration, **private)
+    calibrate_btn.click(recalibrate, picker, calibration, **private)
+    calibration_refresh.click(calibration_html, picker, calibration, **private)
     attach_btn.click(attach_collection, [collections, model, text_field, corpus, owner],
                      [*state_out, picker, owner], **private)
     refusal_btn.click(save_refusal, [picker, refusal, owner], [message, refusal], **private)

@@ -376,6 +376,9 @@ def render_refusal(result: RetrievalResult) -> str:
         f'{esc(_threshold_origin(t.name, result.settings))}</li>'
         for t in decision.tests)
     missing = "".join(f'<li class="unavailable">– {esc(u)}</li>' for u in decision.unavailable)
+    source = getattr(decision, "thresholds", "defaults")
+    if source and source != "defaults":  # a corpus's own calibration chose the thresholds: say so
+        missing += f'<li class="thresholds">thresholds {esc(source)}</li>'
     verdict = "refused" if decision.refused else "answered"
     return (f'<details class="refusal-evidence {verdict}" {"open" if decision.refused else ""}><summary>Refusal rule '
             f'({esc(decision.rule)}): <b>{verdict}</b>: {esc(decision.reason)}</summary>'

@@ -93,6 +93,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the store: uploaded from a page, indexed or attached; an attached collection itself is kept)")
     add_common(p)
     p.set_defaults(func=run_index)
+    p = sub.add_parser("calibrate", help="choose a corpus's refusal thresholds from its own evidence and store them",
+                       description="Run the corpus's answerable turns (its labeled ones, else synthetic ones from its "
+                                   "cards) and the shipped out-of-domain pool through the pipeline, choose the refusal "
+                                   "rule's thresholds on the fitting halves, report the held-out halves, and keep the "
+                                   "calibration in the store (retrieval/calibration.py). The shipped cards keep the "
+                                   "defaults tuned on their dev sets: for them this only reports.")
+    add_corpus(p)
+    add_common(p)
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.set_defaults(func=run_calibrate)
 
 
 def corpus_from_args(args: argparse.Namespace, settings: Settings):
@@ -135,11 +145,44 @@ def run_index(args: argparse.Namespace) -> int:
     if snap["status"] != "done":
         print(f"error: indexing {data.entry.name} {snap['status']}: {snap['error']}", file=sys.stderr)
         return 1
+    _wait_calibration(data, settings)
     print(json.dumps({"name": data.entry.name, "format": data.entry.format, "cards": data.entry.cards,
                       "sub_chunks": data.entry.chunks, "labeled_turns": data.entry.turns,
                       "fingerprint": data.entry.fingerprint, "index_s": round(snap["elapsed_s"], 1),
                       "sub_chunks_per_s": round(snap["rate"], 1),
                       "store": settings.chroma_host or settings.chroma_path}, ensure_ascii=False))
+    return 0
+
+
+def _wait_calibration(data, settings: Settings, job=None) -> None:
+    """Wait for the corpus's refusal calibration (started when it was indexed), printing its progress."""
+    from retrieval.corpora import calibration_state
+
+    job = job or calibration_state(data, settings)[1]
+    while job is not None and job.status == "running":
+        job.wait(1.0)
+        print(f"\rcalibrating the refusal rule: {job.done}/{job.total or '?'} turns   ", end="", file=sys.stderr,
+              flush=True)
+    if job is not None:
+        print(file=sys.stderr)
+        if job.status == "failed":
+            print(f"warning: calibrating {data.entry.name} failed: {job.error}", file=sys.stderr)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from retrieval import calibration
+    from retrieval.corpora import Registry, start_calibration
+
+    settings = settings_from_args(args)
+    data = Registry(settings).open(getattr(args, "corpus", None), paths=True)
+    job = start_calibration(data, settings)
+    _wait_calibration(data, settings, job)
+    if job.status != "done":
+        return 1
+    print(json.dumps(job.result.to_dict(), ensure_ascii=False, indent=2) if args.json
+          else calibration.describe(job.result))
+    if data.key is None:
+        print("(the shipped cards keep the defaults tuned on their dev sets: this calibration is a report only)")
     return 0
 
 

@@ -534,8 +534,15 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
     attach = data.entry.collection if data.entry.kind == "attached" else None
-    return get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks, corpus_key=data.key,
-                         cancel=cancel, attach=attach)
+    retriever = get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks,
+                              corpus_key=data.key, cancel=cancel, attach=attach)
+    if not getattr(retriever, "calibration_read", False):  # the corpus's stored refusal calibration, read once
+        from retrieval import calibration
+
+        retriever.calibration = (getattr(retriever, "calibration", None)
+                                 or calibration.load(settings_for(data, settings), data.chunks))
+        retriever.calibration_read = True
+    return retriever
 
 
 def open_for_turns(name: str | None, settings: Settings):
@@ -639,6 +646,9 @@ class IndexJob:
             else:
                 self.done = self.total
                 self.status = "done"
+                if calibrate_on_index(self.settings) and self.data.key is not None \
+                        and getattr(retriever, "calibration", None) is None:
+                    start_calibration(self.data, self.settings)
         except IndexingCancelled as exc:
             self.status, self.error = "cancelled", str(exc)
         except Exception as exc:  # shown in the page and the CLI; the log keeps the traceback
@@ -693,3 +703,77 @@ def job_for_entry(name: str) -> IndexJob | None:
     with _JOBS_LOCK:
         running = [j for j in _JOBS.values() if j.name == name and j.running]
         return running[0] if running else None
+
+
+# ------------------------------------------------------------------------------------- refusal calibration
+def calibrate_on_index(settings: Settings) -> bool:
+    """``REFUSAL_CALIBRATE_ON_INDEX``; the process environment can switch it off even for Settings built in code
+    (the test suite does: each upload would run a few hundred turns in the background)."""
+    off = os.environ.get("REFUSAL_CALIBRATE_ON_INDEX", "").strip().lower() in {"false", "0", "no", "off"}
+    return settings.refusal_calibrate_on_index and not off
+
+
+class CalibrationJob:
+    """One run of ``retrieval.calibration.calibrate`` over a corpus, in the background; stored when done (the
+    shipped cards: reported only, they keep the defaults tuned on their dev sets)."""
+
+    def __init__(self, key: tuple, data: CorpusData, settings: Settings) -> None:
+        self.key, self.data, self.settings = key, data, settings
+        self.name = data.entry.name
+        self.done, self.total = 0, 0
+        self.status, self.error = "running", ""
+        self.result = None
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"calibrate-{self.name}", daemon=True)
+
+    def _progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def _run(self) -> None:
+        from retrieval import calibration
+
+        try:
+            retriever = retriever_for(self.data, self.settings)
+            s = settings_for(self.data, self.settings)
+            result = calibration.calibrate(retriever, self.data.queries, self.data.cards, s, name=self.name,
+                                           progress=self._progress)
+            if self.data.key is not None:
+                calibration.save(s, self.data.chunks, result)
+                retriever.calibration = result
+            self.result, self.status = result, "done"
+        except Exception as exc:  # shown in the Data tab and the CLI; the log keeps the traceback
+            log.exception("calibrating %s failed", self.name)
+            self.status, self.error = "failed", f"{type(exc).__name__}: {exc}"
+
+    def wait(self, timeout: float | None = None) -> CalibrationJob:
+        self._thread.join(timeout)
+        return self
+
+
+_CALIBRATIONS: dict[tuple, CalibrationJob] = {}
+
+
+def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
+    """Calibrate the corpus's refusal thresholds in the background (a running job for it is joined)."""
+    from retrieval.pipeline import retriever_key
+
+    key = retriever_key(settings_for(data, settings), data.key)
+    with _JOBS_LOCK:
+        job = _CALIBRATIONS.get(key)
+        if job is not None and job.status == "running":
+            return job
+        job = _CALIBRATIONS[key] = CalibrationJob(key, data, settings)
+        job._thread.start()
+        return job
+
+
+def calibration_state(data: CorpusData, settings: Settings) -> tuple[Any, CalibrationJob | None]:
+    """(the calibration in force for this corpus or None, the latest calibration job of this process or None)."""
+    from retrieval import calibration
+    from retrieval.pipeline import retriever_key
+
+    with _JOBS_LOCK:
+        job = _CALIBRATIONS.get(retriever_key(settings_for(data, settings), data.key))
+    if data.key is None:
+        return None, job
+    return calibration.load(settings_for(data, settings), data.chunks), job

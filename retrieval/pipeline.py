@@ -30,7 +30,16 @@ from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
-from retrieval.refusal import Candidate, RefusalDecision, RefusalThresholds, Vocabulary, decide, gather
+from retrieval import crosslingual
+from retrieval.refusal import (
+    Candidate,
+    RefusalDecision,
+    RefusalThresholds,
+    Vocabulary,
+    decide,
+    gather,
+    needs_multilingual,
+)
 from retrieval.rerank import PRESCORER, load_reranker, rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FusedHit, Hit, RerankedHit, RetrievalResult
@@ -294,7 +303,25 @@ def _refusal(retriever: HybridRetriever, query: str, path: str, candidates: Sequ
                       [h.parent_id for h in bm25.hits] if both else None,
                       [h.parent_id for h in dense.hits] if both else None,
                       {name: why for name, why in missing.items() if why})
-    return decide(evidence, refusal_thresholds(s))
+    # the corpus's stored refusal calibration, when retrieval.corpora (or a test) set one on the retriever
+    thresholds = thresholds_for(getattr(retriever, "calibration", None), s)
+    if cards and needs_multilingual(evidence, thresholds):  # another language, a low score: ask e5 (only then)
+        try:
+            evidence = replace(evidence, multilingual_cosine=crosslingual.cosine(query, cards[0].text))
+        except Exception as exc:  # the wheel missing or the model failing: the English cosine judges instead
+            evidence = replace(evidence, missing={**evidence.missing,
+                                                  "multilingual cosine": f"{type(exc).__name__}: {exc}"})
+    return decide(evidence, thresholds)
+
+
+def thresholds_for(calibration: Any, s: Settings) -> RefusalThresholds:
+    """The corpus's calibrated thresholds when it has them for these models and ``REFUSAL_CALIBRATION`` is on,
+    else the settings' (``refusal_thresholds``)."""
+    if (s.refusal_calibration and calibration is not None
+            and calibration.report.get("embedder") == s.embedding_model
+            and calibration.report.get("reranker") == s.reranker_model):
+        return calibration.thresholds
+    return refusal_thresholds(s)
 
 
 def _record(span: Any, s: Settings, result: RetrievalResult) -> None:
@@ -316,7 +343,11 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
                              min_rescue_cosine=round(s.min_similarity + s.refusal_rescue_margin, 6),
                              min_fallback_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
                              min_dense_only_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
-                             check_identifiers=s.refusal_unknown_codes)
+                             check_identifiers=s.refusal_unknown_codes,
+                             min_cross_encoder_foreign=s.refusal_min_cross_encoder_foreign,
+                             max_unexplained_words=s.refusal_max_unexplained_words,
+                             min_cross_encoder_unexplained=s.refusal_min_cross_encoder_unexplained,
+                             min_multilingual_cosine=s.refusal_min_multilingual_cosine)
 
 
 def _describe(path: str, reasons: list[str]) -> str:

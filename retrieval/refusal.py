@@ -10,13 +10,20 @@ combines the evidence a turn leaves behind into one explainable decision:
 - **cross-encoder** (when the reranker ran): the best logit among the top_k cards. Below ``min_cross_encoder``
   the turn is still answered when the cosine is high *and* the top card shares a word with the turn (a
   paraphrase the MS MARCO cross-encoder misjudges), otherwise refused.
+- **unexplained words**: the turn's content words that no card uses at all (``printer`` in "the printer shows
+  error E-09"): more than ``max_unexplained_words`` of them refuse the turn unless the cross-encoder is sure
+  (``min_cross_encoder_unexplained``). Judged only for a turn written in a language most cards use: a Spanish
+  turn about English cards is normal (ADR-0022), and its words are not misses.
+- **language**: a turn in a language few cards use is judged by ``min_cross_encoder_foreign`` (the English MS
+  MARCO cross-encoder scores a Spanish turn low) and may be rescued by the cosine without a shared word.
 - **without the cross-encoder**: ``rrf_only`` falls back to the cosine with lexical support (a word of the turn
   in the top card) or the branches' agreement; ``dense_only`` to the cosine; ``bm25_only`` without its reranker
   to lexical support alone. The vocabulary tests apply at every level. The decision lists the evidence that
   was unavailable and why.
 
-The thresholds were chosen on the shipped answerable turns and the out-of-domain dev split
-(``scripts/tune_refusal.py``; corpus/README.md describes the splits). Pure functions, no model imports.
+The default thresholds were chosen on the shipped answerable turns and the dev splits (``scripts/tune_refusal.py``;
+corpus/README.md describes the splits); a corpus gets its own from ``retrieval.calibration``. Pure functions, no
+model imports.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from retrieval.tokenize import STOPWORDS, _stemmer, tokenize
@@ -38,7 +45,16 @@ DEFAULT_MIN_FALLBACK_COSINE = 0.59
 DEFAULT_MIN_DENSE_ONLY_COSINE = 0.59
 DEFAULT_MIN_KNOWN_WORDS = 1
 DEFAULT_MIN_MATCHED_WORDS = 1
+DEFAULT_MIN_CROSS_ENCODER_FOREIGN = -3.25
+DEFAULT_MAX_UNEXPLAINED_WORDS = 99  # off unless a corpus's calibration (or the tuning) finds it pays
+DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED = 50.0
+DEFAULT_MIN_MULTILINGUAL_COSINE = 0.80
 AGREEMENT_DEPTH = 10
+# A language is "the cards' language" when at least this share of the chunk texts is written in it: below it, a
+# turn in that language is compared by scores, not by words (ten Spanish cards among a hundred English ones do not
+# make a Spanish vocabulary).
+MIN_LANGUAGE_SHARE = 0.3
+MIN_UNEXPLAINED_CHARS = 3  # shorter words (ok, ve, m) are not judged
 
 # An identifier: letters then digits (GS-40, E-07, Err-4, F2, T112, A-15) or digits then a few letters (31G).
 IDENTIFIER = re.compile(r"\b(?:[A-Za-z]{1,6}-?\d{1,5}[A-Za-z]?|\d{1,5}-?[A-Za-z]{1,3})\b")
@@ -61,6 +77,37 @@ def content_words(text: str) -> list[str]:
     ``Lipoquell`` matches the English card's ``Lipoquell``).
     """
     return [w for w in dict.fromkeys(tokenize(text)) if w not in _ALL_STOPWORDS]
+
+
+# Frequent words of Spanish or Portuguese beyond the stop words (which the two share in good part).
+_MARKERS = {"es": frozenset("puedo puede tengo tiene hago qué cómo cuándo dónde cuál mi mis olvidé ayer hoy también "
+                            "pero después siempre ahora mañana debo sirve el los del al un una es son estoy eso ese esa "
+                            "voy muy".split()),
+            "pt": frozenset("posso pode tenho tem faço não você meu minha meus minhas esqueci ontem hoje também mas "
+                            "depois sempre agora amanhã devo quais qual serve ao aos à às do da dos das um uma é são "
+                            "estou isso esse essa vou".split())}
+_IBERIAN = frozenset().union(STOPWORDS["es"], STOPWORDS["pt"], *_MARKERS.values()) - STOPWORDS["en"]
+_ENGLISH = STOPWORDS["en"] - _IBERIAN
+_ONLY = {lang: (STOPWORDS[lang] | _MARKERS[lang]) - STOPWORDS[other] - _MARKERS[other] - STOPWORDS["en"]
+         for lang, other in (("es", "pt"), ("pt", "es"))}
+_LETTERS = {"es": frozenset("ñ¿¡"), "pt": frozenset("ãõç")}
+
+
+def language(text: str) -> str:
+    """``en``, ``es`` or ``pt``: English if more of its words are English-only stop words than Spanish or
+    Portuguese ones; between those two, by the words (and letters: ñ ¿ ¡ / ã õ ç) only one of them has (Spanish
+    on a tie). "" when nothing tells (``GS-40 E-09``, a brand alone)."""
+    tokens = [t for t in tokenize(text) if len(t) > 1]  # "e" is Portuguese "and", and the E of E-07
+    english = sum(t in _ENGLISH for t in tokens)
+    iberian = sum(t in _IBERIAN for t in tokens) + sum(ch in "ñ¿¡ãõç" for ch in text.lower())
+    if not english and not iberian:
+        return ""
+    if english >= iberian:
+        return "en"
+    low = text.lower()
+    es = sum(t in _ONLY["es"] for t in tokens) + sum(ch in _LETTERS["es"] for ch in low)
+    pt = sum(t in _ONLY["pt"] for t in tokens) + sum(ch in _LETTERS["pt"] for ch in low)
+    return "pt" if pt > es else "es"
 
 
 def _norm_identifier(raw: str) -> tuple[str, str]:
@@ -99,21 +146,31 @@ class Vocabulary:
     identifiers: frozenset[str]
     families: Mapping[str, tuple[str, ...]]
     stems: frozenset[str] = frozenset()
+    languages: Mapping[str, int] = field(default_factory=dict)  # chunk texts per detected language ("" = unsure)
 
     @classmethod
     def from_texts(cls, texts: Iterable[str]) -> Vocabulary:
         df: Counter[str] = Counter()
         ids: set[str] = set()
         families: dict[str, dict[str, None]] = {}
+        langs: Counter[str] = Counter()
         n = 0
         for text in texts:
             n += 1
             df.update(set(tokenize(text)))
+            langs[language(text)] += 1
             for raw, norm, family in identifiers(text):
                 ids.add(norm)
                 families.setdefault(family, {}).setdefault(raw.upper(), None)
         return cls(n_docs=n, df=dict(df), identifiers=frozenset(ids),
-                   families={f: tuple(sorted(v)) for f, v in families.items()}, stems=frozenset(english_stems(df)))
+                   families={f: tuple(sorted(v)) for f, v in families.items()}, stems=frozenset(english_stems(df)),
+                   languages=dict(langs))
+
+    def speaks(self, lang: str) -> bool:
+        """True if the cards are written in ``lang`` (at least ``MIN_LANGUAGE_SHARE`` of the texts that tell); an
+        undetected language ("") is taken as the cards' own."""
+        told = sum(n for k, n in self.languages.items() if k)
+        return not lang or not told or self.languages.get(lang, 0) / told >= MIN_LANGUAGE_SHARE
 
     def idf(self, word: str) -> float:
         """``ln(1 + (N - df + 0.5) / (df + 0.5))``, BM25's idf kept positive (Lucene's form)."""
@@ -124,7 +181,12 @@ class Vocabulary:
 # ----------------------------------------------------------------------------------------------------- evidence
 @dataclass(frozen=True)
 class LexicalEvidence:
-    """The turn's words against the corpus vocabulary and against the top candidate's text."""
+    """The turn's words against the corpus vocabulary and against the top candidate's text.
+
+    ``unexplained``: content words no card uses at all (not even in another form), judged only when ``judged``
+    (the cards are written in the turn's language, or the thresholds ignore languages). ``language`` / ``top_language``: the turn's and its top
+    card's detected language ("" when nothing tells).
+    """
 
     words: tuple[str, ...]
     known: tuple[str, ...]
@@ -132,6 +194,10 @@ class LexicalEvidence:
     matched_idf: tuple[float, ...] = ()
     unknown_identifiers: tuple[str, ...] = ()
     known_family_members: tuple[str, ...] = ()
+    unexplained: tuple[str, ...] = ()
+    language: str = ""
+    top_language: str = ""
+    judged: bool = True
 
     @property
     def max_matched_idf(self) -> float:
@@ -140,6 +206,12 @@ class LexicalEvidence:
     @property
     def fraction_matched(self) -> float:
         return len(self.matched) / len(self.words) if self.words else 0.0
+
+    @property
+    def foreign(self) -> bool:
+        """The turn is written in a language few cards use (a Spanish turn about English cards): the English
+        cross-encoder scores it low, and it shares no word with the cards by nature."""
+        return bool(self.language) and not self.judged
 
 
 def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) -> LexicalEvidence:
@@ -151,13 +223,21 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
     known = tuple(w for w, st in zip(words, stems) if vocabulary.df.get(w, 0) > 0 or st in vocabulary.stems)
     matched = tuple(w for w, st in zip(words, stems) if w in top or st in top_stems)
     unknown, siblings = [], []
-    for raw, norm, family in identifiers(turn):
+    found = identifiers(turn)
+    for raw, norm, family in found:
         if norm not in vocabulary.identifiers and family in vocabulary.families:
             unknown.append(raw)
             siblings.extend(m for m in vocabulary.families[family] if m not in siblings)
+    lang = language(turn)
+    judged = vocabulary.speaks(lang)
+    in_codes = set(tokenize(" ".join(raw for raw, _, _ in found)))
+    unexplained = tuple(w for w in words if w not in known and w not in in_codes
+                        and len(w) >= MIN_UNEXPLAINED_CHARS and not any(ch.isdigit() for ch in w))
     return LexicalEvidence(words=tuple(words), known=known, matched=matched,
                            matched_idf=tuple(vocabulary.idf(w) for w in matched),
-                           unknown_identifiers=tuple(unknown), known_family_members=tuple(siblings[:6]))
+                           unknown_identifiers=tuple(unknown), known_family_members=tuple(siblings[:6]),
+                           unexplained=unexplained, language=lang,
+                           top_language=language(top_text) if top_text else "", judged=judged)
 
 
 @dataclass(frozen=True)
@@ -190,6 +270,8 @@ class RefusalEvidence:
         best_cosine: the highest turn-chunk cosine among the top_k cards (None: no embeddings).
         lexical: vocabulary evidence (None: no vocabulary).
         agreement: branch agreement (None: only one branch ran).
+        multilingual_cosine: multilingual-e5-small's cosine of the turn and its top card (``needs_multilingual``
+            says when the pipeline asks for it: a turn in another language whose cross-encoder score fell short).
         missing: evidence name -> why it is unavailable, e.g. ``{"cross-encoder": "reranker load failure"}``.
     """
 
@@ -199,6 +281,7 @@ class RefusalEvidence:
     lexical: LexicalEvidence | None = None
     agreement: AgreementEvidence | None = None
     missing: Mapping[str, str] = field(default_factory=dict)
+    multilingual_cosine: float | None = None  # e5 cosine of the turn and its top card, asked only when needed
 
 
 @dataclass(frozen=True)
@@ -214,7 +297,7 @@ class Candidate:
 
 def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: Vocabulary | None,
            bm25_parents: Sequence[str] | None = None, dense_parents: Sequence[str] | None = None,
-           missing: Mapping[str, str] | None = None) -> RefusalEvidence:
+           missing: Mapping[str, str] | None = None, multilingual_cosine: float | None = None) -> RefusalEvidence:
     """The evidence for one turn from its top_k candidates (best first) and each branch's card ids (None when
     that branch did not run). ``missing`` says why a piece is unavailable (e.g. why the reranker did not run)."""
     missing = dict(missing or {})
@@ -230,7 +313,7 @@ def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: V
         agreement = agreement_evidence(bm25_parents, dense_parents, top.parent_id if top else None)
     return RefusalEvidence(level=level, best_cross_encoder=max(logits) if logits else None,
                            best_cosine=max(cosines) if cosines else None, lexical=lexical, agreement=agreement,
-                           missing=missing)
+                           missing=missing, multilingual_cosine=multilingual_cosine)
 
 
 # ----------------------------------------------------------------------------------------------------- decision
@@ -250,6 +333,15 @@ class RefusalThresholds:
         check_identifiers: refuse a turn naming an unknown member of an identifier family the cards use (GS-90
             when they know GS-40 and GS-60). Right for a catalogue of codes; in open scientific text a gene name
             the abstracts do not spell out (NF2) would be refused too.
+        min_cross_encoder_foreign: ``min_cross_encoder`` for a turn written in another language than its top card
+            (the English cross-encoder scores a Spanish turn lower).
+        max_unexplained_words: content words no card uses that a turn may have; with more it is refused unless its
+            best cross-encoder score reaches ``min_cross_encoder_unexplained``.
+        min_multilingual_cosine: below ``min_cross_encoder_foreign``, a turn in another language is still answered
+            when multilingual-e5's cosine with its top card reaches this.
+        languages: judge a turn's language against the cards' (True); False compares words whatever the language
+            (the rule before issue 23: a Spanish turn's words count as misses against English cards).
+        source: where the thresholds come from ("defaults", or the corpus calibration that chose them).
     """
 
     min_cross_encoder: float = DEFAULT_MIN_CROSS_ENCODER
@@ -259,18 +351,38 @@ class RefusalThresholds:
     min_known_words: int = DEFAULT_MIN_KNOWN_WORDS
     min_matched_words: int = DEFAULT_MIN_MATCHED_WORDS
     check_identifiers: bool = True
+    min_cross_encoder_foreign: float = DEFAULT_MIN_CROSS_ENCODER_FOREIGN
+    max_unexplained_words: int = DEFAULT_MAX_UNEXPLAINED_WORDS
+    min_cross_encoder_unexplained: float = DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED
+    min_multilingual_cosine: float = DEFAULT_MIN_MULTILINGUAL_COSINE
+    languages: bool = True
+    source: str = "defaults"
 
     def __post_init__(self) -> None:
-        for name in ("min_cross_encoder", "min_rescue_cosine", "min_fallback_cosine", "min_dense_only_cosine"):
+        for name in ("min_cross_encoder", "min_rescue_cosine", "min_fallback_cosine", "min_dense_only_cosine",
+                     "min_cross_encoder_foreign", "min_cross_encoder_unexplained", "min_multilingual_cosine"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}.")
-        for name in ("min_known_words", "min_matched_words"):
+        for name in ("min_known_words", "min_matched_words", "max_unexplained_words"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number >= 0, got {value!r}.")
-        if not isinstance(self.check_identifiers, bool):
-            raise ValueError(f"check_identifiers must be true or false, got {self.check_identifiers!r}.")
+        for name in ("check_identifiers", "languages"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str | None = None) -> RefusalThresholds:
+        """Thresholds from ``to_dict``'s output (unknown keys ignored, missing ones default); ValueError if bad."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        if source is not None:
+            values["source"] = source
+        return cls(**values)
 
 
 DEFAULT_THRESHOLDS = RefusalThresholds()
@@ -299,6 +411,7 @@ class RefusalDecision:
     tests: tuple[RefusalTest, ...]
     unavailable: tuple[str, ...]
     reason: str
+    thresholds: str = "defaults"  # where the thresholds came from (a corpus calibration names itself)
 
     @property
     def failed(self) -> tuple[RefusalTest, ...]:
@@ -333,7 +446,10 @@ def _quote(words: Sequence[str], limit: int = 4) -> str:
 
 def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[RefusalTest]:
     n_known = len(lex.known)
-    if not lex.words:
+    if not lex.judged:
+        known_sentence = (f"not compared: the turn is in {_LANGUAGE_NAMES.get(lex.language, lex.language)}, a "
+                          "language few cards are written in (a turn in another language is not a miss)")
+    elif not lex.words:
         known_sentence = "the turn has no word to search for (only stop words, punctuation or single letters)"
     elif n_known >= t.min_known_words:
         known_sentence = f"{n_known} of the turn's {len(lex.words)} words occur in the cards ({_quote(lex.known)})"
@@ -342,8 +458,8 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
     else:
         known_sentence = (f"only {n_known} of the turn's words occur in the cards ({_quote(lex.known)}), fewer "
                           f"than {t.min_known_words}")
-    tests = [RefusalTest("known words", float(n_known), float(t.min_known_words), n_known >= t.min_known_words,
-                         known_sentence)]
+    tests = [RefusalTest("known words", float(n_known), float(t.min_known_words),
+                         n_known >= t.min_known_words or not lex.judged, known_sentence)]
     if not t.check_identifiers:
         return tests
     unknown = lex.unknown_identifiers
@@ -354,6 +470,25 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
         sentence = "no unknown model number or code in the turn"
     tests.append(RefusalTest("unknown identifiers", float(len(unknown)), 0.0, not unknown, sentence))
     return tests
+
+
+_LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Portuguese"}
+
+
+def _unexplained_test(lex: LexicalEvidence, ce: float | None, t: RefusalThresholds) -> RefusalTest:
+    """More than ``max_unexplained_words`` words no card uses refuse, unless the cross-encoder is sure."""
+    n = len(lex.unexplained)
+    within = n <= t.max_unexplained_words
+    sure = ce is not None and ce >= t.min_cross_encoder_unexplained
+    if not n:
+        sentence = "every content word of the turn occurs in some card"
+    else:
+        sentence = f"{n} word{'s' if n > 1 else ''} no card uses ({_quote(lex.unexplained)})"
+        sentence += f", {'at most' if within else 'more than'} {t.max_unexplained_words} allowed"
+        if not within:
+            sentence += (f", and the best cross-encoder score {_compare(ce, t.min_cross_encoder_unexplained, sure, 1)}"
+                         if ce is not None else ", and no cross-encoder score to overrule them")
+    return RefusalTest("unexplained words", float(n), float(t.max_unexplained_words), within or sure, sentence)
 
 
 def _matched_test(lex: LexicalEvidence, t: RefusalThresholds) -> RefusalTest:
@@ -380,9 +515,12 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     The rule, by the evidence available:
 
     1. vocabulary (whenever ``lexical`` is given): refuse if fewer than ``min_known_words`` of the turn's words
-       occur in any card, or the turn names an unknown identifier of a family the cards use.
-    2. cross-encoder ran (``full``, ``bm25_only``): answer if its best logit >= ``min_cross_encoder``; otherwise
-       answer only if the best cosine >= ``min_rescue_cosine`` and the top card shares a word with the turn.
+       occur in any card (not judged for a turn in a language few cards use), or the turn names an unknown
+       identifier of a family the cards use; refuse if more than ``max_unexplained_words`` of its words occur in
+       no card, unless the best cross-encoder score reaches ``min_cross_encoder_unexplained``.
+    2. cross-encoder ran (``full``, ``bm25_only``): answer if its best logit >= ``min_cross_encoder`` (for a turn in
+       another language than its top card: ``min_cross_encoder_foreign``); otherwise answer only if the best cosine
+       >= ``min_rescue_cosine`` and the top card shares a word with the turn (a turn in another language need not).
     3. no cross-encoder, both branches (``rrf_only``): answer if the best cosine >= ``min_fallback_cosine`` and the
        top card shares a word with the turn or is in both branches' top ``AGREEMENT_DEPTH``.
     4. no cross-encoder, one branch with a cosine (``dense_only``): answer if the best cosine >=
@@ -394,6 +532,9 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     tests: list[RefusalTest] = []
     unavailable: list[str] = []
     lex = ev.lexical
+    if lex is not None and not t.languages:  # words compared whatever the language (the rule before issue 23)
+        lex = replace(lex, judged=True, language="", top_language="")
+        ev = replace(ev, lexical=lex)
 
     def note(name: str, consequence: str) -> None:
         why = ev.missing.get(name, "")
@@ -403,25 +544,18 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
         note("vocabulary", "gibberish and unknown codes are judged by the scores alone")
     else:
         tests.extend(_vocabulary_tests(lex, t))
+        if t.max_unexplained_words < DEFAULT_MAX_UNEXPLAINED_WORDS and lex.judged:
+            tests.append(_unexplained_test(lex, ev.best_cross_encoder, t))
     vocabulary_ok = all(test.passed for test in tests)
 
     ce, cos = ev.best_cross_encoder, ev.best_cosine
     if ce is not None:
-        rule = "cross-encoder"
-        ce_ok = ce >= t.min_cross_encoder
-        tests.append(RefusalTest("cross-encoder", ce, t.min_cross_encoder, ce_ok,
-                                 f"best cross-encoder score {_compare(ce, t.min_cross_encoder, ce_ok, 1)}"))
-        if cos is None:
-            note("cosine", "a low cross-encoder score cannot be rescued by the cosine")
-        rescued = False
-        if not ce_ok and cos is not None:
-            rule = "cross-encoder, rescued by cosine and lexical support"
-            rescue = [_cosine_test("cosine rescue", cos, t.min_rescue_cosine)]
-            if lex is not None:
-                rescue.append(_matched_test(lex, t))
-            tests.extend(rescue)
-            rescued = all(x.passed for x in rescue)
-        answered = vocabulary_ok and (ce_ok or rescued)
+        rule, scores_ok = _cross_encoder_tests(ev, t, tests, note)
+    elif lex is not None and lex.foreign and ev.multilingual_cosine is not None:
+        rule = "multilingual cosine (no cross-encoder; turn and cards in different languages)"
+        note("cross-encoder", "using multilingual-e5's cosine: the English cosine cannot judge another language")
+        tests.append(_multilingual_test(ev.multilingual_cosine, t))
+        scores_ok = tests[-1].passed
     elif cos is not None and ev.agreement is not None:
         rule = "cosine + lexical support or branch agreement (no cross-encoder)"
         note("cross-encoder", "using cosine, lexical and agreement evidence only")
@@ -436,7 +570,7 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
         if lex is not None:
             support.insert(0, _matched_test(lex, t))
         tests.extend(support)
-        answered = vocabulary_ok and cos_test.passed and any(s.passed for s in support)
+        scores_ok = cos_test.passed and any(s.passed for s in support)
     elif cos is not None:
         rule = "cosine (dense only)"
         note("cross-encoder", "using cosine evidence only")
@@ -444,29 +578,84 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
             note("branch agreement", "only one branch ran")
         cos_test = _cosine_test("cosine", cos, t.min_dense_only_cosine)
         tests.append(cos_test)
-        answered = vocabulary_ok and cos_test.passed
+        scores_ok = cos_test.passed
     else:
         rule = "lexical support only (no cross-encoder, no cosine)"
         note("cross-encoder", "no model score to judge the turn")
         note("cosine", "no model score to judge the turn")
         if lex is None:
             tests.append(RefusalTest("any evidence", None, 1.0, False, "no evidence at all to judge the turn"))
-            answered = False
+            scores_ok = False
         else:
             matched = _matched_test(lex, t)
             tests.append(matched)
-            answered = vocabulary_ok and matched.passed
+            scores_ok = matched.passed
+    answered = vocabulary_ok and scores_ok
+    return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
+                           reason=_reason(tests, answered), thresholds=t.source)
 
+
+_GATES = {"known words", "unknown identifiers", "unexplained words"}
+
+
+def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[RefusalTest],
+                         note: Callable[[str, str], None]) -> tuple[str, bool]:
+    """The cross-encoder test and, below its threshold, the cosine rescue: (the rule's name, answered)."""
+    lex, ce, cos = ev.lexical, ev.best_cross_encoder, ev.best_cosine
+    assert ce is not None
+    foreign = lex is not None and lex.foreign
+    rule = "cross-encoder"
+    limit = t.min_cross_encoder_foreign if foreign else t.min_cross_encoder
+    ce_ok = ce >= limit
+    where = (f" ({_LANGUAGE_NAMES.get(lex.language, lex.language)} turn, cards mostly in another language)"
+             if foreign and lex else "")
+    tests.append(RefusalTest("cross-encoder", ce, limit, ce_ok,
+                             f"best cross-encoder score {_compare(ce, limit, ce_ok, 1)}{where}"))
+    if cos is None:
+        note("cosine", "a low cross-encoder score cannot be rescued by the cosine")
+    if ce_ok or cos is None:
+        return rule, ce_ok
+    if foreign and ev.multilingual_cosine is not None:
+        tests.append(_multilingual_test(ev.multilingual_cosine, t))
+        return "cross-encoder, rescued by the multilingual cosine (turn and cards in different languages)", tests[-1].passed
+    rule = "cross-encoder, rescued by cosine and lexical support"
+    rescue = [_cosine_test("cosine rescue", cos, t.min_rescue_cosine)]
+    if lex is not None and not foreign:
+        rescue.append(_matched_test(lex, t))
+    elif foreign:
+        rule = "cross-encoder, rescued by cosine (turn and cards in different languages)"
+        if "multilingual cosine" in ev.missing:
+            note("multilingual cosine", "the English cosine judges the turn in another language")
+    tests.extend(rescue)
+    return rule, all(x.passed for x in rescue)
+
+
+def _multilingual_test(m: float, t: RefusalThresholds) -> RefusalTest:
+    ok = m >= t.min_multilingual_cosine
+    return RefusalTest("multilingual cosine", m, t.min_multilingual_cosine, ok,
+                       f"multilingual-e5 cosine with the top card {_compare(m, t.min_multilingual_cosine, ok, 3)}")
+
+
+def needs_multilingual(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_THRESHOLDS) -> bool:
+    """True when the rule would use multilingual-e5's cosine for this turn: written in a language few cards use,
+    with a cross-encoder score below ``min_cross_encoder_foreign`` or no cross-encoder at all (the pipeline asks
+    e5 only then)."""
+    lex, ce = evidence.lexical, evidence.best_cross_encoder
+    return (thresholds.languages and lex is not None and lex.foreign and evidence.multilingual_cosine is None
+            and (ce is None or ce < thresholds.min_cross_encoder_foreign))
+
+
+def _reason(tests: Sequence[RefusalTest], answered: bool) -> str:
+    """One sentence for the badge: the first failing test when refused, what carried the turn when not."""
     failed = [x for x in tests if not x.passed]
     if not answered:
         # The first failure that decided it: a vocabulary gate, else the score test and what could not rescue it.
         reason = failed[0].sentence
-        if len(failed) > 1 and failed[0].name not in {"known words", "unknown identifiers"}:
+        if len(failed) > 1 and failed[0].name not in _GATES:
             reason += "; " + "; ".join(x.sentence for x in failed[1:])
-    else:
-        carried = [x for x in tests if x.passed and x.name not in {"known words", "unknown identifiers"}]
-        reason = "; ".join(x.sentence for x in carried) or "all tests passed"
-        if failed:  # answered although a score test failed: say what rescued it
-            reason = f"{'; '.join(x.sentence for x in failed)}, but {reason}"
-    return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
-                           reason=reason)
+        return reason
+    carried = [x for x in tests if x.passed and x.name not in _GATES]
+    reason = "; ".join(x.sentence for x in carried) or "all tests passed"
+    if failed:  # answered although a score test failed: say what rescued it
+        reason = f"{'; '.join(x.sentence for x in failed)}, but {reason}"
+    return reason

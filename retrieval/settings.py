@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.refusal import DEFAULT_MAX_UNEXPLAINED_WORDS as UNEXPLAINED
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER, DEFAULT_MIN_FALLBACK_COSINE, DEFAULT_MIN_RESCUE_COSINE
+from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_FOREIGN as FOREIGN
+from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED as SURE
+from retrieval.refusal import DEFAULT_MIN_MULTILINGUAL_COSINE as MULTI
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -152,6 +156,10 @@ class Settings:
         refusal_unknown_codes: ``REFUSAL_UNKNOWN_CODES``; true refuses a turn naming an unknown member of a code
             family the cards use (GS-90 when they know GS-40, GS-60). Set false for open text such as abstracts,
             where a gene name (NF2) may be absent from the very abstract that answers.
+        refusal_min_cross_encoder_foreign, refusal_max_unexplained_words, refusal_min_cross_encoder_unexplained,
+            refusal_min_multilingual_cosine: ``retrieval.refusal.RefusalThresholds``' fields of those names.
+        refusal_calibration / refusal_calibrate_on_index: use a corpus's calibrated thresholds when it has them
+            (not the shipped cards); calibrate a corpus in the background once indexed (``retrieval.calibration``).
         data_dir: ``DATA_DIR``, the git-ignored folder for uploaded corpora and their registry (``data/``).
         data_root: ``DATA_ROOT``, where BEIR-layout folders are offered as corpora (default ``../shared/eval``).
     """
@@ -202,6 +210,13 @@ class Settings:
     refusal_fallback_margin: float = knob(DEFAULT_FALLBACK_MARGIN, "REFUSAL_FALLBACK_MARGIN", "float", lo=-2.0,
                                           hi=2.0)
     refusal_unknown_codes: bool = knob(True, "REFUSAL_UNKNOWN_CODES", "bool")
+    refusal_min_cross_encoder_foreign: float = knob(FOREIGN, "REFUSAL_MIN_CROSS_ENCODER_FOREIGN", "float", lo=-50, hi=50)
+    refusal_max_unexplained_words: int = knob(UNEXPLAINED, "REFUSAL_MAX_UNEXPLAINED_WORDS", "int", lo=0, hi=99)
+    refusal_min_cross_encoder_unexplained: float = knob(SURE, "REFUSAL_MIN_CROSS_ENCODER_UNEXPLAINED", "float", lo=-50,
+                                                        hi=50)
+    refusal_min_multilingual_cosine: float = knob(MULTI, "REFUSAL_MIN_MULTILINGUAL_COSINE", "float", lo=-1, hi=1)
+    refusal_calibration: bool = knob(True, "REFUSAL_CALIBRATION", "bool")
+    refusal_calibrate_on_index: bool = knob(True, "REFUSAL_CALIBRATE_ON_INDEX", "bool")
     data_dir: str = knob(str(PROJECT_ROOT / "data"), "DATA_DIR", "name")
     data_root: str = knob(str((PROJECT_ROOT.parent / "shared" / "eval").resolve()), "DATA_ROOT", "name")
 

@@ -13,6 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # loaded machine) for inputs of a few dozen ids. Run as plain Python, the same code gives its numbers at once.
 # NUMBA_DISABLE_JIT=0 in the environment brings the JIT back.
 os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
+# An indexed corpus calibrates its refusal thresholds in the background (a few hundred turns through the pipeline):
+# not after every upload of the suite. tests/test_calibration.py runs one calibration on purpose.
+os.environ.setdefault("REFUSAL_CALIBRATE_ON_INDEX", "false")
 
 import pytest
 from opentelemetry import trace

