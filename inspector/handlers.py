@@ -333,6 +333,32 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
         return _only(_idle_view(""), DETAILS)
 
 
+# The newest turn event of each browser session (its sequence number): the server's half of "the newest action
+# wins". The page cancels older turn events before each new one (ui._newest_wins), but a cancel can miss an event
+# the browser has not finished submitting; an older streamed turn that finds a newer one started drops its steps.
+_NEWEST: dict[str, int] = {}
+_NEWEST_SEQ = itertools.count(1)
+_NEWEST_LOCK = threading.Lock()
+
+
+def newest_only(stream: Any) -> Any:
+    """``stream`` (``stream_turn`` or ``stream_rerun``) as a page event: every step it would show after a newer
+    turn event of the same session has started is dropped."""
+    def event(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:
+        session = getattr(request, "session_hash", None)
+        with _NEWEST_LOCK:
+            mine = next(_NEWEST_SEQ)
+            if session:
+                _NEWEST[session] = mine
+        for step in stream(*values):
+            if session and _NEWEST.get(session) != mine:
+                return
+            yield step
+
+    event.__name__ = stream.__name__
+    return event
+
+
 def _stream(query: Any, controls: dict[str, Any], corpus: str | None) -> Iterator[tuple[Any, ...]]:
     try:
         settings = build_settings(controls)
@@ -456,6 +482,8 @@ def session_export_dir(session: str | None) -> Path:
 def end_session(request: gr.Request | None = None) -> None:
     """The session ended (its page closed: Gradio's ``unload``): remove its export folder and everything in it."""
     session = getattr(request, "session_hash", None) or current_session()
+    with _NEWEST_LOCK:
+        _NEWEST.pop(session, None)
     with _EXPORT_LOCK:
         known = _SESSION_DIRS.pop(session, None)
     if known is not None:

@@ -329,12 +329,13 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
     # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
     # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
-    # Gradio's default trigger_mode ("once") is kept: a Run made while the previous turn is still rendering its charts
-    # is dropped (the page keeps the old turn; seen by scripts/page_bench.py --pause 0). "multiple" and "always_last"
-    # fixed that but left a cancelled turn's progress overlay on the badge now and then (the race test timed out):
-    # open, see the README's streamed turn.
+    # trigger_mode "multiple" on every turn event, a control's re-run included: each action runs at once, after its
+    # cancel slot stopped the older ones. Gradio's default ("once") dropped a Run made while the previous one was
+    # still running; "always_last" deferred a control's re-run until that control's previous run ended, and a
+    # deferred re-run could then start after a newer Run and replace it (tests/test_e2e_race.py). No progress
+    # overlay: the badge's pending step is the turn's progress (a cancelled turn's overlay could stay on the badge).
     turn = dict(inputs=[*inputs, *tail], outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn",
-                concurrency_limit=4, preprocess=False, show_progress="hidden")
+                concurrency_limit=4, preprocess=False, show_progress="hidden", trigger_mode="multiple")
     details = dict(fn=handlers.turn_details, inputs=[*inputs, o["explain_doc"], *tail],
                    outputs=[o[name] for name in handlers.DETAILS], concurrency_id="turn", concurrency_limit=4,
                    preprocess=False, show_progress="hidden", api_visibility="private")
@@ -349,7 +350,7 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
 
     def then_turn(event: Any) -> None:  # an event that fills the turn box, then the turn
         slots.append(_cancel_slot(after=event))
-        events.append(event.then(handlers.stream_turn, api_visibility="private", **turn).success(**details))
+        events.append(event.then(handlers.newest_only(handlers.stream_turn), api_visibility="private", **turn).success(**details))
 
     # The API: the whole turn in one call (a hidden button: the page's Run streams, below)
     api = gr.Button(visible=False, elem_id="run-turn-api")
@@ -357,29 +358,28 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     api.click(handlers.run_turn, [*inputs, *tail], [o[name] for name in handlers.TurnView._fields],
               api_name="run_turn", concurrency_id="turn", concurrency_limit=4, preprocess=False)
     # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
-    newest(run.click, handlers.stream_turn, api_visibility="private", **turn)
-    newest(query.submit, handlers.stream_turn, api_visibility="private", **turn)
+    newest(run.click, handlers.newest_only(handlers.stream_turn), api_visibility="private", **turn)
+    newest(query.submit, handlers.newest_only(handlers.stream_turn), api_visibility="private", **turn)
     examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
     then_turn(examples.load_input_event)
     if tour is not None:
         for button, direction in ((tour["prev"], -1), (tour["next"], 1)):
             then_turn(button.click(functools.partial(presenter.step, direction), [tour["index"], *tail],
                                    [tour["index"], query, tour["caption"]], api_visibility="private"))
-    rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private",
-                 trigger_mode="always_last")
+    rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private")
     for name, component in controls.items():
         if name == "embedding_model":
             slots.append(_cancel_slot(component.input))
             changed = component.input(handlers.on_model_change, inputs=component, outputs=controls["min_similarity"],
                                       api_visibility="private")
-            events.append(changed.then(handlers.stream_rerun, **rerun).success(**details))
+            events.append(changed.then(handlers.newest_only(handlers.stream_rerun), **rerun).success(**details))
         elif isinstance(component, gr.Slider):
-            newest(component.release, handlers.stream_rerun, **rerun)  # on release: dragging stays smooth
+            newest(component.release, handlers.newest_only(handlers.stream_rerun), **rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):
-            newest(component.submit, handlers.stream_rerun, **rerun)
-            newest(component.blur, handlers.stream_rerun, **rerun)
+            newest(component.submit, handlers.newest_only(handlers.stream_rerun), **rerun)
+            newest(component.blur, handlers.newest_only(handlers.stream_rerun), **rerun)
         else:
-            newest(component.input, handlers.stream_rerun, **rerun)
+            newest(component.input, handlers.newest_only(handlers.stream_rerun), **rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],
                            api_visibility="private")
     return slots, events

@@ -170,7 +170,8 @@ class Settings:
     dense_weight: float = knob(2.0, "DENSE_WEIGHT", "float", lo=0.0, hi=10.0, label="Dense weight", step=0.1)
     reranker_model: str = knob(DEFAULT_RERANKER_MODEL, "RERANKER_MODEL", "name")
     # 10, not 20 (issue 20): half the cross-encoder's work per turn; nDCG@10 of `full` 0.8262 on the shipped set
-    # and 0.7263 on SciFact test at 10, against 0.8286 and 0.7258 at 20 (README, Speed).
+    # and 0.7263 on SciFact test at 10, against 0.8286 and 0.7258 at 20, but 0.005-0.010 lower on the paraphrase and
+    # cross-language files (README, Speed: the depth's price).
     reranker_max_input: int = knob(10, "RERANKER_MAX_INPUT", "int", lo=0, hi=200, label="Rerank max input (0=off)",
                                    step=1)
     embedding_model: str = knob(DEFAULT_EMBEDDING_MODEL, "EMBEDDING_MODEL", "name",

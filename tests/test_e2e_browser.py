@@ -210,6 +210,8 @@ def test_an_empty_turn_gets_a_clear_message(page):
 
 def test_export_downloads_the_turn_as_json(page):
     run(page, TURN, "full")
+    # the export comes with the charts and the context, right after the columns (handlers.turn_details)
+    expect()(page.locator("#context")).to_contain_text("device-gs40-e07", timeout=TIMEOUT_MS)
     with page.expect_download() as download:
         page.locator("#export").click()
     record = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
