@@ -228,9 +228,8 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
     matched = tuple(w for w, st in zip(words, stems) if w in top or st in top_stems)
     unknown, siblings = [], []
     found = identifiers(turn)
-    catalogue = len(vocabulary.families) <= MAX_CODE_FAMILIES
     for raw, norm, family in found:
-        if catalogue and norm not in vocabulary.identifiers and family in vocabulary.families:
+        if norm not in vocabulary.identifiers and family in vocabulary.families:
             unknown.append(raw)
             siblings.extend(m for m in vocabulary.families[family] if m not in siblings)
     lang = language(turn)
@@ -345,6 +344,8 @@ class RefusalThresholds:
             best cross-encoder score reaches ``min_cross_encoder_unexplained``.
         min_multilingual_cosine: below ``min_cross_encoder_foreign``, a turn in another language is still answered
             when multilingual-e5's cosine with its top card reaches this.
+        max_code_families: unknown identifiers are judged only in cards using at most this many code families (a
+            catalogue); above it the cards are open text (abstracts name hundreds of genes) and they are not.
         languages: judge a turn's language against the cards' (True); False compares words whatever the language
             (the rule before issue 23: a Spanish turn's words count as misses against English cards).
         source: where the thresholds come from ("defaults", or the corpus calibration that chose them).
@@ -361,6 +362,7 @@ class RefusalThresholds:
     max_unexplained_words: int = DEFAULT_MAX_UNEXPLAINED_WORDS
     min_cross_encoder_unexplained: float = DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED
     min_multilingual_cosine: float = DEFAULT_MIN_MULTILINGUAL_COSINE
+    max_code_families: int = MAX_CODE_FAMILIES
     languages: bool = True
     source: str = "defaults"
 
@@ -370,7 +372,7 @@ class RefusalThresholds:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}.")
-        for name in ("min_known_words", "min_matched_words", "max_unexplained_words"):
+        for name in ("min_known_words", "min_matched_words", "max_unexplained_words", "max_code_families"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number >= 0, got {value!r}.")
@@ -468,11 +470,12 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
                          n_known >= t.min_known_words or not lex.judged, known_sentence)]
     if not t.check_identifiers:
         return tests
-    unknown = lex.unknown_identifiers
+    open_text = lex.code_families > t.max_code_families
+    unknown = () if open_text else lex.unknown_identifiers
     if unknown:
         sentence = (f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the cards "
                     f"(they know {', '.join(lex.known_family_members)})")
-    elif lex.code_families > MAX_CODE_FAMILIES:
+    elif open_text:
         sentence = (f"not judged: the cards use {lex.code_families} code families, open text where an unknown name "
                     "is normal")
     else:

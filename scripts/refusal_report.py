@@ -47,7 +47,7 @@ LEVELS = calibration.LEVELS
 # The rule before issue 23 (its defaults at commit 890e0ac).
 BEFORE = refusal.RefusalThresholds(min_cross_encoder=-3.25, min_rescue_cosine=0.64, min_fallback_cosine=0.59,
                                    min_dense_only_cosine=0.59, check_identifiers=True, languages=False,
-                                   source="before")
+                                   max_code_families=10**9, source="before")
 # --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
 # cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
 NEW_ONLY = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"),

@@ -383,7 +383,10 @@ def test_unknown_codes_are_not_judged_in_open_text_with_hundreds_of_code_familie
     vocab = Vocabulary.from_texts(texts)
     assert len(vocab.families) > MAX_CODE_FAMILIES
     ev = lexical_evidence("Does CD9999 bind AA-7?", texts[0], vocab)
-    assert ev.unknown_identifiers == () and ev.code_families == len(vocab.families)
+    assert ev.unknown_identifiers == ("CD9999", "AA-7") and ev.code_families == len(vocab.families)
+    old = decide(RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev),
+                 replace(T, max_code_families=10**9))  # the rule before issue 23 judged them anyway
+    assert old.refused and old.failed[0].name == "unknown identifiers"
     d = decide(RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev), T)
     codes = next(t for t in d.tests if t.name == "unknown identifiers")
     assert codes.passed and codes.sentence.startswith(f"not judged: the cards use {len(vocab.families)} code families")
