@@ -40,7 +40,7 @@ from typing import Any
 
 from retrieval.corpus import LabeledQuery, fingerprint
 from retrieval.parents import best_per_parent
-from retrieval import crosslingual
+from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
     Candidate,
     RefusalEvidence,
@@ -73,6 +73,7 @@ GRID: dict[str, list[Any]] = {
     "min_cross_encoder_unexplained": [50.0] + [round(8 - 0.5 * i, 1) for i in range(25)],  # 50, 8 .. -4
     "check_identifiers": [False, True],
     "min_known_words": [0, 1],
+    "max_ood_margin": [1.0] + [round(0.10 - 0.01 * i, 2) for i in range(21)],  # off, 0.10 .. -0.10
     "min_fallback_cosine": [round(0.40 + 0.01 * i, 2) for i in range(51)],
     "min_dense_only_cosine": [round(0.40 + 0.01 * i, 2) for i in range(51)],
 }
@@ -80,7 +81,7 @@ GRID: dict[str, list[Any]] = {
 # its cosine rescue trade against each other); the shared gates on full (the level with the most evidence).
 SEARCH = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"), ("min_cross_encoder", "min_rescue_cosine"),
                    ("max_unexplained_words", "min_cross_encoder_unexplained"), ("min_known_words",),
-                   ("check_identifiers",), ("min_cross_encoder", "min_rescue_cosine"),
+                   ("check_identifiers",), ("max_ood_margin",), ("min_cross_encoder", "min_rescue_cosine"),
                    ("min_cross_encoder_foreign", "min_multilingual_cosine")),
           "rrf_only": (("min_fallback_cosine",),), "dense_only": (("min_dense_only_cosine",),)}
 
@@ -168,6 +169,7 @@ class LevelCandidates:
     bm25_parents: tuple[str, ...] | None
     dense_parents: tuple[str, ...] | None
     multilingual_cosine: float | None = None  # e5's, for a turn in a language few cards use (full level)
+    ood: tuple[str, float, float] | None = None  # the closest out-of-domain example, its cosine, the closest card's
 
 
 def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict[str, LevelCandidates]:
@@ -190,7 +192,21 @@ def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict
     found = {"full": LevelCandidates(head, bm25, dense),
              "rrf_only": LevelCandidates(cards(list(result.fused), False), bm25, dense),
              "dense_only": LevelCandidates(cards(list(result.dense.hits), False), None, None)}
+    found = with_ood(retriever, turn, found)
     return {level: with_multilingual(turn, c, retriever.refusal_vocabulary()) for level, c in found.items()}
+
+
+def with_ood(retriever: Any, turn: str, found: dict[str, LevelCandidates]) -> dict[str, LevelCandidates]:
+    """Each level's candidates with the closest out-of-domain example (``retrieval.ood_examples``, the turn itself
+    left out) and the closest card's cosine (the dense branch's top), when there are embeddings."""
+    dense = found["dense_only"].candidates
+    if retriever.embedder is None or not dense or dense[0].cosine is None or found["full"].ood is not None:
+        return found
+    near = ood_examples.nearest(retriever.embedder, retriever.embed_query(turn).value, turn)
+    if near is None:
+        return found
+    ood = (near[0], near[1], dense[0].cosine)
+    return {level: dataclasses.replace(c, ood=ood) for level, c in found.items()}
 
 
 def with_multilingual(turn: str, found: LevelCandidates, vocabulary: Vocabulary) -> LevelCandidates:
@@ -211,7 +227,7 @@ def level_evidence(turn: str, level: str, found: LevelCandidates, vocabulary: Vo
     if not found.candidates:
         return None
     return gather(turn, level, found.candidates, vocabulary, found.bm25_parents, found.dense_parents,
-                  multilingual_cosine=found.multilingual_cosine)
+                  multilingual_cosine=found.multilingual_cosine, ood=found.ood)
 
 
 def refused(evidence: RefusalEvidence | None, thresholds: RefusalThresholds) -> bool:

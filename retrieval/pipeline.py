@@ -30,8 +30,9 @@ from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
-from retrieval import crosslingual
+from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
+    OOD_MARGIN_OFF,
     Candidate,
     RefusalDecision,
     RefusalThresholds,
@@ -299,12 +300,16 @@ def _refusal(retriever: HybridRetriever, query: str, path: str, candidates: Sequ
                        similarity(h.chunk_id) if similarity is not None else None, logits.get(h.chunk_id))
              for h in best_per_parent(candidates)[: s.top_k]]
     both = bm25.usable and dense.usable
+    # the corpus's stored refusal calibration, when retrieval.corpora (or a test) set one on the retriever
+    thresholds = thresholds_for(getattr(retriever, "calibration", None), s)
+    ood = None
+    if thresholds.max_ood_margin < OOD_MARGIN_OFF and dense.usable and dense.hits and retriever.embedder is not None:
+        near = ood_examples.nearest(retriever.embedder, retriever.embed_query(query).value, query)
+        ood = (near[0], near[1], dense.hits[0].score) if near else None
     evidence = gather(query, path, cards, retriever.refusal_vocabulary(),
                       [h.parent_id for h in bm25.hits] if both else None,
                       [h.parent_id for h in dense.hits] if both else None,
-                      {name: why for name, why in missing.items() if why})
-    # the corpus's stored refusal calibration, when retrieval.corpora (or a test) set one on the retriever
-    thresholds = thresholds_for(getattr(retriever, "calibration", None), s)
+                      {name: why for name, why in missing.items() if why}, ood=ood)
     if cards and needs_multilingual(evidence, thresholds):  # another language, a low score: ask e5 (only then)
         try:
             evidence = replace(evidence, multilingual_cosine=crosslingual.cosine(query, cards[0].text))
@@ -347,7 +352,8 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
                              min_cross_encoder_foreign=s.refusal_min_cross_encoder_foreign,
                              max_unexplained_words=s.refusal_max_unexplained_words,
                              min_cross_encoder_unexplained=s.refusal_min_cross_encoder_unexplained,
-                             min_multilingual_cosine=s.refusal_min_multilingual_cosine)
+                             min_multilingual_cosine=s.refusal_min_multilingual_cosine,
+                             max_ood_margin=s.refusal_max_ood_margin)
 
 
 def _describe(path: str, reasons: list[str]) -> str:

@@ -47,11 +47,11 @@ LEVELS = calibration.LEVELS
 # The rule before issue 23 (its defaults at commit 890e0ac).
 BEFORE = refusal.RefusalThresholds(min_cross_encoder=-3.25, min_rescue_cosine=0.64, min_fallback_cosine=0.59,
                                    min_dense_only_cosine=0.59, check_identifiers=True, languages=False,
-                                   max_code_families=10**9, source="before")
+                                   max_code_families=10**9, max_ood_margin=refusal.OOD_MARGIN_OFF, source="before")
 # --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
 # cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
 NEW_ONLY = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"),
-                     ("max_unexplained_words", "min_cross_encoder_unexplained"))}
+                     ("max_unexplained_words", "min_cross_encoder_unexplained"), ("max_ood_margin",))}
 DEV_POS = ("queries.jsonl:answerable", "paraphrase_dev.jsonl", "crosslang_dev.jsonl")
 DEV_NEG = ("queries.jsonl:no_match", "ood_dev.jsonl", "near_dev.jsonl")
 TEST = ("paraphrase_test.jsonl", "crosslang_test.jsonl", "near_test.jsonl", "ood_test.jsonl")
@@ -82,7 +82,8 @@ def collect(texts: list[str], retriever: Any, settings: Settings, cache: Path, l
         if i % 25 == 0 or i == len(todo):
             cache.write_bytes(pickle.dumps(known))
             print(f"  {label}: {i}/{len(todo)} turns, {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    filled = {t: {lv: calibration.with_multilingual(t, known[t][lv], vocabulary) for lv in LEVELS} for t in texts}
+    filled = {t: calibration.with_ood(retriever(), t, known[t]) for t in texts}
+    filled = {t: {lv: calibration.with_multilingual(t, filled[t][lv], vocabulary) for lv in LEVELS} for t in texts}
     if any(filled[t][lv] is not known[t][lv] for t in texts for lv in LEVELS):  # e5 asked for cached turns
         known.update(filled)
         cache.write_bytes(pickle.dumps(known))
@@ -147,6 +148,10 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         after = calibration.choose([(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level,
                                    after, search)
     tune_s = time.perf_counter() - started
+    shipped_defaults = {k: v for k, v in refusal.RefusalThresholds().to_dict().items() if k != "source"}
+    differ = {k: (v, shipped_defaults[k]) for k, v in after.to_dict().items() if k != "source" and shipped_defaults[k] != v}
+    if differ:
+        print(f"warning: chosen on dev != retrieval/refusal.py defaults (chosen, module): {differ}", file=sys.stderr)
     rows = []
     for spec in (*DEV_POS, *DEV_NEG, *TEST):
         answerable = spec in DEV_POS or spec.startswith(("paraphrase", "crosslang"))

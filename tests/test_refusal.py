@@ -364,7 +364,8 @@ def test_real_pipeline_reports_the_failed_test_on_the_result_and_the_cut_cards(s
     why = "GS-90, E-77 are not in the cards (they know GS-40, GS-60, E-03, E-07, E-09)"
     assert r.reason == f"no answer, the assistant refuses: refused by the evidence rule: {why}"
     assert r.cut[0].cut_reason == f"refused: {why}"
-    assert r.refusal.tests[2].name == "cross-encoder" and r.refusal.tests[2].passed
+    # (issue 23: the out-of-domain example test now comes before the cross-encoder's, so it is found by name)
+    assert next(t for t in r.refusal.tests if t.name == "cross-encoder").passed
     data = json.loads(json.dumps(r.to_dict()))
     assert data["refusal"]["refused"] is True and data["refusal"]["reason"] == why
     # Without the reranker the rule falls back, and says so; today's cosine rule is one setting away.
@@ -390,3 +391,39 @@ def test_unknown_codes_are_not_judged_in_open_text_with_hundreds_of_code_familie
     d = decide(RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev), T)
     codes = next(t for t in d.tests if t.name == "unknown identifiers")
     assert codes.passed and codes.sentence.startswith(f"not judged: the cards use {len(vocab.families)} code families")
+
+
+def test_a_turn_nearer_an_out_of_domain_example_than_any_card_is_refused():
+    th = T  # max_ood_margin 0.0 by default
+    ev = RefusalEvidence("full", best_cross_encoder=4.5, best_cosine=0.69, lexical=lex("the vending machine carousel"),
+                         ood=("the vending machine ate my coins", 0.74, 0.69))
+    d = decide(ev, th)
+    assert d.refused and d.failed[0].name == "out-of-domain example"
+    assert d.reason == ("closest out-of-domain example 'the vending machine ate my coins' at cosine 0.740, closest "
+                        "card 0.690: margin +0.050 >= 0.0")
+    assert not decide(replace(ev, ood=("x", 0.60, 0.69)), th).refused  # the card is nearer
+    assert not decide(ev, replace(T, max_ood_margin=1.0)).refused  # 1.0: off
+    # A turn in another language than the cards is judged by e5, not by English cosines to the examples.
+    spanish = lexical_evidence("¿Qué hago si mi medidor muestra un mensaje?", TEXTS[0], VOCAB)
+    assert not decide(replace(ev, lexical=spanish), th).failed
+
+
+def test_the_closest_example_leaves_the_turn_itself_out():
+    import numpy as np
+
+    from retrieval import ood_examples
+
+    class Embedder:
+        name = "test-embedder-2d"
+
+        def embed_query(self, text):
+            return np.array([1.0, 0.0] if "printer" in text else [0.0, 1.0], dtype=np.float32)
+
+    texts = ["my printer is jammed", "what is the capital of Peru"]
+    ood_examples._EXAMPLES[Embedder.name] = (texts, np.stack([Embedder().embed_query(t) for t in texts]))
+    try:
+        vec = Embedder().embed_query("printer")
+        assert ood_examples.nearest(Embedder(), vec, "the printer again") == ("my printer is jammed", 1.0)
+        assert ood_examples.nearest(Embedder(), vec, "my printer is jammed") == ("what is the capital of Peru", 0.0)
+    finally:
+        ood_examples._EXAMPLES.pop(Embedder.name, None)

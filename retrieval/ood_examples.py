@@ -1,0 +1,50 @@
+"""Out-of-domain examples for the refusal rule's ``out-of-domain example`` test.
+
+The dev split of ``corpus/ood_pool.jsonl`` (other domains, near misses, chit-chat, in en/es/pt), embedded once per
+embedding model and process. A turn whose closest example is nearer than the closest card (by the embedder's
+cosine) looks like what the cards do not cover: "the printer shows error E-09" sits next to the pool's printer and
+appliance questions, not next to the glucose-meter card it shares a code with. The pool's test split is never an
+example: calibration holds it out to report on.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import numpy as np
+
+from retrieval.settings import PROJECT_ROOT
+
+POOL = PROJECT_ROOT / "corpus" / "ood_pool.jsonl"
+_EXAMPLES: dict[str, tuple[list[str], np.ndarray]] = {}
+_LOCK = threading.Lock()
+
+
+def examples(embedder: Any) -> tuple[list[str], np.ndarray] | None:
+    """The dev examples and their embeddings by ``embedder`` (built on first use: a few seconds), or None."""
+    with _LOCK:
+        if embedder.name not in _EXAMPLES:
+            if not POOL.exists():
+                return None
+            rows = [json.loads(line) for line in POOL.read_text(encoding="utf-8").splitlines() if line.strip()]
+            texts = [r["text"] for r in rows if r.get("split", "dev") == "dev"]
+            if not texts:
+                return None
+            _EXAMPLES[embedder.name] = (texts, np.stack([embedder.embed_query(t) for t in texts]))
+        return _EXAMPLES[embedder.name]
+
+
+def nearest(embedder: Any, vector: np.ndarray, turn: str) -> tuple[str, float] | None:
+    """The example closest to ``vector`` and its cosine, the turn itself left out (a pool turn run through
+    calibration is not its own example); None without examples."""
+    found = examples(embedder)
+    if found is None:
+        return None
+    texts, matrix = found
+    sims = matrix @ np.asarray(vector, dtype=np.float32)
+    for i in np.argsort(-sims)[:2]:
+        if texts[i] != turn:
+            return texts[i], float(sims[i])
+    return None
