@@ -568,8 +568,8 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
         tests.extend(_vocabulary_tests(lex, t))
         if t.max_unexplained_words < DEFAULT_MAX_UNEXPLAINED_WORDS and lex.judged:
             tests.append(_unexplained_test(lex, ev.best_cross_encoder, t))
-    if ev.ood is not None and t.max_ood_margin < OOD_MARGIN_OFF and not (lex is not None and lex.foreign):
-        tests.append(_ood_test(ev.ood, t))
+    if ev.ood is not None and t.max_ood_margin < OOD_MARGIN_OFF and lex is not None and not lex.foreign:
+        tests.append(_ood_test(ev.ood, t))  # (cards without words: a degenerate corpus, judged by scores alone)
     vocabulary_ok = all(test.passed for test in tests)
 
     ce, cos = ev.best_cross_encoder, ev.best_cosine
