@@ -5,18 +5,35 @@ it, and bge-small's cosine is English-only too. multilingual-e5-small (the ``nan
 Spanish question and the English paragraph that answers it close together: on the shipped dev sets the es/pt turns
 about the cards score 0.80-0.89 against their top card, es/pt out-of-domain turns 0.72-0.80. It is asked only for
 such a turn whose cross-encoder score fell short (``retrieval.refusal.needs_multilingual``): one query embedding
-and, once per card and process, one passage embedding.
+and, once per card and process, one passage embedding (each ~20 ms); a turn's embedding is remembered too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 MODEL = "multilingual-e5-small"
 _PASSAGES: OrderedDict[str, object] = OrderedDict()  # card text -> its e5 passage embedding
+_QUERIES: OrderedDict[str, object] = OrderedDict()  # turn -> its e5 query embedding (a moved control asks again)
 _KEEP = 4096
 _LOCK = threading.Lock()
+
+
+def _embedded(memo: OrderedDict[str, object], text: str, embed: Any) -> Any:
+    """``embed(text)``, remembered in ``memo`` (least recently used dropped beyond ``_KEEP``)."""
+    with _LOCK:
+        vector = memo.get(text)
+        if vector is not None:
+            memo.move_to_end(text)
+            return vector
+    vector = embed(text)
+    with _LOCK:
+        memo[text] = vector
+        while len(memo) > _KEEP:
+            memo.popitem(last=False)
+    return vector
 
 
 def cosine(turn: str, text: str) -> float:
@@ -28,14 +45,4 @@ def cosine(turn: str, text: str) -> float:
     from retrieval.encoders import load_embedder
 
     model = load_embedder(MODEL)
-    with _LOCK:
-        passage = _PASSAGES.get(text)
-        if passage is not None:
-            _PASSAGES.move_to_end(text)
-    if passage is None:
-        passage = model.embed_document(text)
-        with _LOCK:
-            _PASSAGES[text] = passage
-            while len(_PASSAGES) > _KEEP:
-                _PASSAGES.popitem(last=False)
-    return float(model.embed_query(turn) @ passage)
+    return float(_embedded(_QUERIES, turn, model.embed_query) @ _embedded(_PASSAGES, text, model.embed_document))

