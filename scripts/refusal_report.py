@@ -224,6 +224,29 @@ def scifact(args: argparse.Namespace, settings: Settings, after: refusal.Refusal
     return open_corpus(args, settings, f"scifact-{args.scifact}", path, qpath, after, chunk_words=None)
 
 
+def timing(settings: Settings, n: int) -> dict[str, Any]:
+    """The refusal stage's time in the integrated pipeline (``timings_ms["refusal"]``) for the first ``n``
+    crosslang_dev turns and ``n`` paraphrase_dev turns, split by whether multilingual-e5 was asked; then the same
+    turns again (the turn's e5 embedding and the cards' passages remembered by the process)."""
+    import statistics
+
+    from retrieval.pipeline import get_retriever
+
+    s = settings.replace(rerank_timeout_ms=600_000, dense_timeout_ms=600_000)
+    retriever = get_retriever(s)
+    retriever.retrieve("warm up", s, prescore=False)
+    folder = ROOT / "corpus"
+    turns = turns_of("crosslang_dev.jsonl", folder)[:n] + turns_of("paraphrase_dev.jsonl", folder)[:n]
+    out: dict[str, list[float]] = {}
+    for round_ in ("first", "again"):
+        for text in turns:
+            result = retriever.retrieve(text, s, prescore=False)
+            e5 = result.refusal is not None and any(t.name == "multilingual cosine" for t in result.refusal.tests)
+            out.setdefault(f"{round_}, {'e5 asked' if e5 else 'no e5'}", []).append(result.timings_ms.get("refusal", 0.0))
+    return {k: {"turns": len(v), "median_ms": round(statistics.median(v), 1), "max_ms": round(max(v), 1)}
+            for k, v in out.items()}
+
+
 # --------------------------------------------------------------------------------------------------- printing
 def table(rows: list[dict[str, Any]]) -> str:
     head = "| set | split | turns | should be | " + " | ".join(f"{lv} before → after" for lv in LEVELS) + " |"
@@ -251,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scifact", type=int, default=0, metavar="N")
     ap.add_argument("--scifact-path", default=str(ROOT.parent / "shared" / "eval" / "scifact"))
     ap.add_argument("--scifact-docs", type=int, default=1000)
+    ap.add_argument("--timing", type=int, default=0, metavar="N",
+                    help="also time the refusal stage on N crosslang_dev + N paraphrase_dev turns")
     ap.add_argument("--json", metavar="PATH", help="also write the whole report as JSON")
     args = ap.parse_args(argv)
     Path(args.cache).mkdir(parents=True, exist_ok=True)
@@ -267,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scifact:
         report["scifact"] = scifact(args, settings, after)
         rows.extend(report["scifact"]["rows"])
+    if args.timing:
+        report["timing"] = timing(settings, args.timing)
     load = os.getloadavg()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
@@ -281,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{json.dumps({k: v for k, v in cal['thresholds'].items() if k != 'source'})}")
             print(f"  report {json.dumps(cal['report']['levels'])}")
             print(f"  refused at full: {report[name]['refused_at_full']}")
+    if "timing" in report:
+        print(f"\nrefusal stage per turn (ms): {json.dumps(report['timing'])}")
     print("\nwrong at full (after):")
     for spec, texts in report["shipped"]["wrong_at_full"].items():
         if texts:
