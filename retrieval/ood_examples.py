@@ -9,7 +9,9 @@ example: calibration holds it out to report on.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import threading
 from typing import Any
 
@@ -32,8 +34,33 @@ def examples(embedder: Any) -> tuple[list[str], np.ndarray] | None:
             texts = [r["text"] for r in rows if r.get("split", "dev") == "dev"]
             if not texts:
                 return None
-            _EXAMPLES[embedder.name] = (texts, np.stack([embedder.embed_query(t) for t in texts]))
+            _EXAMPLES[embedder.name] = (texts, _embedded(embedder, texts))
         return _EXAMPLES[embedder.name]
+
+
+def _embedded(embedder: Any, texts: list[str]) -> np.ndarray:
+    """The examples' embeddings, kept in the cache folder (``retrieval.encoders.graph_cache_dir``) under a name
+    that hashes the model and the texts: embedding them costs ~0.45 s, which every cold start's first turn paid.
+    A kept file is used only if its first example still re-embeds to it (the same name, another model: rebuilt)."""
+    from retrieval.encoders import graph_cache_dir
+
+    digest = hashlib.sha256("\n".join([embedder.name, str(getattr(embedder, "dim", "")), *texts]).encode())
+    path = graph_cache_dir() / f"ood-examples-{digest.hexdigest()[:20]}.npy"
+    try:
+        kept = np.load(path)
+        if kept.shape[0] == len(texts) and float(kept[0] @ embedder.embed_query(texts[0])) > 0.999:
+            return kept
+    except (OSError, ValueError):
+        pass  # not kept yet, or unreadable: embed them
+    matrix = np.stack([embedder.embed_query(t) for t in texts]).astype(np.float32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(partial, matrix)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only cache folder costs only time
+    return matrix
 
 
 def nearest(embedder: Any, vector: np.ndarray, turn: str) -> tuple[str, float] | None:
