@@ -142,8 +142,8 @@ def _head(stage: Stage, chip: str, chip_class: str) -> str:
 
 
 def _branch_chip(branch: BranchResult) -> tuple[str, str]:
-    if branch.status == "ok":
-        return f"{len(branch.hits)} hits · {branch.ms:.1f} ms", "ok"
+    if branch.status == "ok":  # 0 ms: answered from the per-turn cache (a moved control, a streamed turn's end)
+        return f"{len(branch.hits)} hits · {f'{branch.ms:.1f} ms' if branch.ms > 0 else 'cached'}", "ok"
     return esc(branch.status), "bad"
 
 

@@ -36,6 +36,8 @@ def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
     assert '<div class="hit' in first["rrf"] and '<div class="hit' in first["bm25"]
     assert 'col col-reranked pending' in first["reranked"] and '<div class="hit' not in first["reranked"]
     assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]  # then badge + columns
+    # the branches ran once, for the first step; the last step says so instead of "0.0 ms"
+    assert re.search(r"hits · [0-9.]+ ms</span>", first["bm25"]) and "hits · cached</span>" in columns["bm25"]
     # then everything below the columns, in an event of its own, from the cache
     details = dict(zip(handlers.DETAILS, ui.turn_details(text, *control_values(), None, None)))
     assert set(handlers.COLUMNS) | set(handlers.DETAILS) == set(handlers.TurnView._fields)
