@@ -12,6 +12,7 @@ import inspect
 import itertools
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -333,25 +334,27 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
         return _only(_idle_view(""), DETAILS)
 
 
-# The newest turn event of each browser session (its sequence number): the server's half of "the newest action
-# wins". The page cancels older turn events before each new one (ui._newest_wins), but a cancel can miss an event
-# the browser has not finished submitting; an older streamed turn that finds a newer one started drops its steps.
-_NEWEST: dict[str, int] = {}
-_NEWEST_SEQ = itertools.count(1)
+# The newest turn event of each browser session: the server's half of "the newest action wins". The page cancels
+# older turn events before each new one (ui._newest_wins), but a cancel can miss an event the browser has not
+# finished submitting. Each turn event therefore carries the page's own count of turn actions (``ui.TURN_SEQ_JS``
+# stamps it as the event's last input, in the order the person acted), and a streamed turn drops its remaining
+# steps once a higher count of its session has reached the server, whichever of the two started first here.
+_NEWEST: dict[str, float] = {}
 _NEWEST_LOCK = threading.Lock()
 
 
 def newest_only(stream: Any) -> Any:
-    """``stream`` (``stream_turn`` or ``stream_rerun``) as a page event: every step it would show after a newer
-    turn event of the same session has started is dropped."""
+    """``stream`` (``stream_turn`` or ``stream_rerun``) as a page event whose last input is the page's count of turn
+    actions: every step it would show once a newer action of the same session has reached the server is dropped."""
     def event(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:
+        *values, seq = values
         session = getattr(request, "session_hash", None)
-        with _NEWEST_LOCK:
-            mine = next(_NEWEST_SEQ)
-            if session:
-                _NEWEST[session] = mine
+        mine = seq if isinstance(seq, (int, float)) and not isinstance(seq, bool) and math.isfinite(seq) else None
+        if session and mine is not None:
+            with _NEWEST_LOCK:
+                _NEWEST[session] = max(_NEWEST.get(session, mine), mine)
         for step in stream(*values):
-            if session and _NEWEST.get(session) != mine:
+            if session and mine is not None and _NEWEST.get(session, mine) > mine:
                 return
             yield step
 

@@ -316,6 +316,14 @@ def _newest_wins(app: gr.Blocks, slots: list[Any], marks: list[Any]) -> None:
         slot.cancels = writers
 
 
+def turn_seq_js(n: int) -> str:
+    """The JS run in the page before a turn event with ``n`` inputs: its last input becomes the page's count of turn
+    actions so far (``handlers.newest_only`` compares them). The function may also be given the outputs' values;
+    only the first ``n`` are the inputs."""
+    return ("(...values) => { window.__turnSeq = (window.__turnSeq || 0) + 1; "
+            f"const inputs = values.slice(0, {n}); inputs[{n - 1}] = window.__turnSeq; return inputs; }}")
+
+
 def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
           o: dict[str, Any], corpus: gr.Textbox | None = None,
           tour: dict[str, Any] | None = None) -> tuple[list[Any], list[Any]]:
@@ -334,8 +342,10 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # still running; "always_last" deferred a control's re-run until that control's previous run ended, and a
     # deferred re-run could then start after a newer Run and replace it (tests/test_e2e_race.py). No progress
     # overlay: the badge's pending step is the turn's progress (a cancelled turn's overlay could stay on the badge).
-    turn = dict(inputs=[*inputs, *tail], outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn",
-                concurrency_limit=4, preprocess=False, show_progress="hidden", trigger_mode="multiple")
+    seq = gr.Number(0, visible=False, elem_id="turn-seq")  # stamped by TURN_SEQ_JS: see handlers.newest_only
+    turn = dict(inputs=[*inputs, *tail, seq], outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn",
+                concurrency_limit=4, preprocess=False, show_progress="hidden", trigger_mode="multiple",
+                js=turn_seq_js(len(inputs) + len(tail) + 1))
     details = dict(fn=handlers.turn_details, inputs=[*inputs, o["explain_doc"], *tail],
                    outputs=[o[name] for name in handlers.DETAILS], concurrency_id="turn", concurrency_limit=4,
                    preprocess=False, show_progress="hidden", api_visibility="private")
@@ -366,7 +376,8 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
         for button, direction in ((tour["prev"], -1), (tour["next"], 1)):
             then_turn(button.click(functools.partial(presenter.step, direction), [tour["index"], *tail],
                                    [tour["index"], query, tour["caption"]], api_visibility="private"))
-    rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail], api_visibility="private")
+    rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail, seq], api_visibility="private",
+                 js=turn_seq_js(len(inputs) + 1 + len(tail) + 1))
     for name, component in controls.items():
         if name == "embedding_model":
             slots.append(_cancel_slot(component.input))

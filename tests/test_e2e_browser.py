@@ -121,6 +121,7 @@ def test_type_a_turn_run_it_and_see_four_non_empty_lists(page):
     # shared screen showed the next person what was typed)
     kept = page.evaluate("() => Object.keys(localStorage).filter(k => k.startsWith('gradio:run-history'))")
     assert kept == [], kept
+    assert page.evaluate("() => window.__turnSeq") >= 1  # the page numbers its turn actions (ui.turn_seq_js)
 
 
 def test_reranker_failure_toggle_shows_rrf_only(page):

@@ -59,20 +59,23 @@ def test_details_of_a_turn_that_cannot_run_are_blank_without_a_second_message(ui
     assert details["last_turn"] is None and details["export"] is None
 
 
-def test_an_older_streamed_turn_drops_its_steps_once_a_newer_one_of_its_session_started(ui):
+def test_an_older_streamed_turn_drops_its_steps_once_a_newer_one_of_its_session_arrived(ui):
     """The server's half of "the newest action wins": a cancel from the page can miss an event it has not finished
-    submitting; that older turn then shows nothing more. Another session's turn is not affected."""
+    submitting; that older turn then shows nothing more. The page numbers its actions (the events' last input), so
+    an older action that reaches the server later changes nothing. Another session is not affected."""
     from types import SimpleNamespace
 
-    older = handlers.newest_only(handlers.stream_turn)(SimpleNamespace(session_hash="s1"),
-                                                       "GS-40 E-07 what now (older, newest unit)", *control_values())
+    def event(session, seq, text):
+        return handlers.newest_only(handlers.stream_turn)(SimpleNamespace(session_hash=session), text,
+                                                          *control_values(), None, seq)
+
+    older = event("s1", 1, "GS-40 E-07 what now (older, newest unit)")
     assert "scoring" in next(older)[1]  # its fused list is shown; the cross-encoder has pairs to score
-    other = list(handlers.newest_only(handlers.stream_turn)(SimpleNamespace(session_hash="s2"),
-                                                            "insulin pen storage (other session)", *control_values()))
-    newer = list(handlers.newest_only(handlers.stream_turn)(SimpleNamespace(session_hash="s1"),
-                                                            "insulin pen storage (newer)", *control_values()))
+    other = list(event("s2", 1, "insulin pen storage (other session)"))
+    newer = list(event("s1", 3, "insulin pen storage (newer)"))
+    late = list(event("s1", 2, "a cancelled action that reached the server last"))
     assert newer and "level-full" in newer[-1][1] and other and "level-full" in other[-1][1]
-    assert list(older) == []  # its reranked step would have replaced the newer turn
+    assert list(older) == [] and late == []  # both would have replaced the newer turn
     handlers.end_session(SimpleNamespace(session_hash="s1"))
     assert "s1" not in handlers._NEWEST
 
