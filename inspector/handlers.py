@@ -288,9 +288,15 @@ def rerun_turn(query: str, *values: Any) -> TurnView | tuple[Any, ...]:
     """
     if not isinstance(query, str) or not query.strip():
         return tuple(gr.skip() for _ in TurnView._fields)
+    return _run(query, *_rerun_values(values))
+
+
+def _rerun_values(values: tuple[Any, ...]) -> tuple[dict[str, Any], str | None, str | None]:
+    """A re-run's ``values`` (the controls in ``CONTROLS`` order, then optionally the explained sub-chunk id and the
+    session's corpus) as (controls, explain_id, corpus)."""
     n = len(CONTROLS)
-    return _run(query, dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
-                values[n + 1] if len(values) > n + 1 else None)
+    return (dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
+            values[n + 1] if len(values) > n + 1 else None)
 
 
 # ------------------------------------------------------------------------------------------- a streamed turn
@@ -314,8 +320,8 @@ def stream_rerun(query: str, *values: Any) -> Iterator[tuple[Any, ...]]:
     if not isinstance(query, str) or not query.strip():
         yield tuple(gr.skip() for _ in COLUMNS)
         return
-    n = len(CONTROLS)
-    yield from _stream(query, dict(zip(CONTROLS, values[:n])), values[n + 1] if len(values) > n + 1 else None)
+    controls, _, corpus = _rerun_values(values)
+    yield from _stream(query, controls, corpus)
 
 
 def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
@@ -324,10 +330,9 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
     its message is already on the page (no second toast). Never raises."""
     if not isinstance(query, str) or not query.strip():
         return _only(_idle_view(""), DETAILS)
-    n = len(CONTROLS)
-    explain_id, corpus = (values[n] if len(values) > n else None), (values[n + 1] if len(values) > n + 1 else None)
+    controls, explain_id, corpus = _rerun_values(values)
     try:
-        turn = execute(query, dict(zip(CONTROLS, values[:n])), corpus or None)
+        turn = execute(query, controls, corpus or None)
         return tuple(render_details(turn, explain_id)[f] for f in DETAILS)
     except Exception:  # the columns' event reported it
         log.debug("turn details not rendered", exc_info=True)
@@ -336,7 +341,7 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
 
 # The newest turn event of each browser session: the server's half of "the newest action wins". The page cancels
 # older turn events before each new one (ui._newest_wins), but a cancel can miss an event the browser has not
-# finished submitting. Each turn event therefore carries the page's own count of turn actions (``ui.TURN_SEQ_JS``
+# finished submitting. Each turn event therefore carries the page's own count of turn actions (``ui.turn_seq_js``
 # stamps it as the event's last input, in the order the person acted), and a streamed turn drops its remaining
 # steps once a higher count of its session has reached the server, whichever of the two started first here.
 _NEWEST: dict[str, float] = {}

@@ -283,7 +283,7 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings,
                 raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
         return scores
 
-    known = [PAIR_SCORES.get(pair_key(scorer.name, query, t)) for t in texts]
+    known = cached_scores(scorer, query, texts)
     # Every pair cached (a moved control, the other side of compare mode): no thread hand-off.
     future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all) if None in known else None
     try:
@@ -303,8 +303,13 @@ def needs_model(query: str, fused: Sequence[FusedHit], s: Settings, text_of: Cal
     if s.simulate_reranker_failure or s.reranker_max_input == 0 or not fused:
         return False
     scorer = load_reranker(s.reranker_model)
-    return scorer is not None and any(PAIR_SCORES.get(pair_key(scorer.name, query, text_of(hit.chunk_id))) is None
-                                      for hit in fused[: s.reranker_max_input])
+    texts = [text_of(hit.chunk_id) for hit in fused[: s.reranker_max_input]]
+    return scorer is not None and None in cached_scores(scorer, query, texts)
+
+
+def cached_scores(scorer: Scorer, query: str, texts: Sequence[str]) -> list[float | None]:
+    """The logit of each ``(query, text)`` pair already in ``PAIR_SCORES`` (None for a pair not scored yet)."""
+    return [PAIR_SCORES.get(pair_key(scorer.name, query, t)) for t in texts]
 
 
 def order_head(head: Sequence[FusedHit], scores: Sequence[float], s: Settings) -> list[RerankedHit]:
