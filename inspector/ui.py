@@ -342,25 +342,28 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # still running; "always_last" deferred a control's re-run until that control's previous run ended, and a
     # deferred re-run could then start after a newer Run and replace it (tests/test_e2e_race.py). No progress
     # overlay: the badge's pending step is the turn's progress (a cancelled turn's overlay could stay on the badge).
-    seq = gr.Number(0, visible=False, elem_id="turn-seq")  # stamped by TURN_SEQ_JS: see handlers.newest_only
-    turn = dict(inputs=[*inputs, *tail, seq], outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn",
-                concurrency_limit=4, preprocess=False, show_progress="hidden", trigger_mode="multiple",
-                js=turn_seq_js(len(inputs) + len(tail) + 1))
+    seq = gr.Number(0, visible=False, elem_id="turn-seq")  # stamped by turn_seq_js: see handlers.newest_only
+
+    def streamed(fn: Any, turn_inputs: list[Any]) -> dict[str, Any]:  # a turn event's keyword arguments
+        return dict(fn=handlers.newest_only(fn), inputs=[*turn_inputs, seq], js=turn_seq_js(len(turn_inputs) + 1),
+                    outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn", concurrency_limit=4,
+                    preprocess=False, show_progress="hidden", trigger_mode="multiple", api_visibility="private")
+
+    turn = streamed(handlers.stream_turn, [*inputs, *tail])
+    rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail])
     details = dict(fn=handlers.turn_details, inputs=[*inputs, o["explain_doc"], *tail],
                    outputs=[o[name] for name in handlers.DETAILS], concurrency_id="turn", concurrency_limit=4,
                    preprocess=False, show_progress="hidden", api_visibility="private")
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
-    def newest(trigger: Any, fn: Any, **kw: Any) -> Any:
+    def newest(trigger: Any, kw: dict[str, Any]) -> None:
         slots.append(_cancel_slot(trigger))
-        started = trigger(fn, **kw)
-        events.append(started.success(**details))
-        return started
+        events.append(trigger(**kw).success(**details))
 
     def then_turn(event: Any) -> None:  # an event that fills the turn box, then the turn
         slots.append(_cancel_slot(after=event))
-        events.append(event.then(handlers.newest_only(handlers.stream_turn), api_visibility="private", **turn).success(**details))
+        events.append(event.then(**turn).success(**details))
 
     # The API: the whole turn in one call (a hidden button: the page's Run streams, below)
     api = gr.Button(visible=False, elem_id="run-turn-api")
@@ -368,29 +371,27 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     api.click(handlers.run_turn, [*inputs, *tail], [o[name] for name in handlers.TurnView._fields],
               api_name="run_turn", concurrency_id="turn", concurrency_limit=4, preprocess=False)
     # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
-    newest(run.click, handlers.newest_only(handlers.stream_turn), api_visibility="private", **turn)
-    newest(query.submit, handlers.newest_only(handlers.stream_turn), api_visibility="private", **turn)
+    newest(run.click, turn)
+    newest(query.submit, turn)
     examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
     then_turn(examples.load_input_event)
     if tour is not None:
         for button, direction in ((tour["prev"], -1), (tour["next"], 1)):
             then_turn(button.click(functools.partial(presenter.step, direction), [tour["index"], *tail],
                                    [tour["index"], query, tour["caption"]], api_visibility="private"))
-    rerun = dict(turn, inputs=[*inputs, o["explain_doc"], *tail, seq], api_visibility="private",
-                 js=turn_seq_js(len(inputs) + 1 + len(tail) + 1))
     for name, component in controls.items():
-        if name == "embedding_model":
+        if name == "embedding_model":  # its threshold is preselected first, then the turn re-runs
             slots.append(_cancel_slot(component.input))
             changed = component.input(handlers.on_model_change, inputs=component, outputs=controls["min_similarity"],
                                       api_visibility="private")
-            events.append(changed.then(handlers.newest_only(handlers.stream_rerun), **rerun).success(**details))
+            events.append(changed.then(**rerun).success(**details))
         elif isinstance(component, gr.Slider):
-            newest(component.release, handlers.newest_only(handlers.stream_rerun), **rerun)  # on release: dragging stays smooth
+            newest(component.release, rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):
-            newest(component.submit, handlers.newest_only(handlers.stream_rerun), **rerun)
-            newest(component.blur, handlers.newest_only(handlers.stream_rerun), **rerun)
+            newest(component.submit, rerun)
+            newest(component.blur, rerun)
         else:
-            newest(component.input, handlers.newest_only(handlers.stream_rerun), **rerun)
+            newest(component.input, rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],
                            api_visibility="private")
     return slots, events
