@@ -177,6 +177,16 @@ def _session(model_path: Path, threads: int | None = None, disabled: Sequence[st
         return create(model_path, options(full))
 
 
+# The embedder's own session (queries, and the few documents embedded one by one) runs on ONE intra-op thread. With
+# two, after each run its pool's worker thread spins for tens of ms waiting for more work, on the core the
+# cross-encoder's second thread needs right then: the 10-pair rerank that follows a query embedding took 61 ms p50
+# against 46 ms after a single-thread embedding and 45 ms after none (scripts/rerank_levers.py --after-embed, 8 sets
+# x 2 rounds, load 3.3, 2026-12-01; 93 / 78 / 73 ms on the pipeline's own pairs of the 71 shipped turns at load 2.6).
+# A short query also embeds faster on one thread (3.3 against 3.9 ms), and the vectors are bit-identical either way
+# (the shipped and test turns and every shipped sub-chunk: 645 texts compared).
+EMBED_THREADS = 1
+
+
 class OnnxEmbedder:
     """bge-small-en-v1.5 (int8 ONNX): CLS pooling, L2-normalised, 384-d; queries get the BGE prefix."""
 
@@ -190,7 +200,8 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(max_length)
         self._tokenizer.no_padding()
         self._model_path = folder / "model.onnx"
-        self._session = _session(self._model_path)
+        # One intra-op thread (EMBED_THREADS): see there why.
+        self._session = _session(self._model_path, threads=EMBED_THREADS)
         self._lock = threading.Lock()
         self.dim = int(self._session.get_outputs()[0].shape[-1])
         self._workers: list = []
@@ -243,10 +254,14 @@ class OnnxEmbedder:
         return self._embed(text)
 
 
-# The cross-encoder scores a turn's pairs on this many worker threads, each with its own single-thread session, the
-# pairs handed out in order (the likeliest head first). Measured on the 2-core machine (scripts/rerank_levers.py):
+# The cross-encoder scores a turn's pairs on this many worker threads, all running ONE single-thread session at once
+# (onnxruntime's ``run`` may be called from several threads; with one intra-op thread each call runs on its caller),
+# the pairs handed out in order (the likeliest head first). Measured on the 2-core machine (scripts/rerank_levers.py):
 # faster than one session with two intra-op threads, and far faster when the cores are shared, where a two-thread
-# session's threads spin waiting for each other. One pair per call either way, so the logits are bit-identical.
+# session's threads spin waiting for each other. One session rather than one per worker: one copy of the weights
+# (34 MB) in memory and in the CPU's caches instead of two, and one session fewer to create at a cold start
+# (``shared_session`` against ``kept`` in scripts/rerank_levers.py). One pair per call either way, so the logits are
+# bit-identical.
 RERANK_WORKERS = INDEX_WORKERS
 
 # onnxruntime fuses each residual Add + LayerNormalization of the cross-encoder into SkipLayerNormalization, whose CPU
@@ -260,8 +275,9 @@ RERANK_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 class OnnxCrossEncoder:
     """ms-marco-MiniLM-L-12-v2 (int8 ONNX): one (query, passage) pair per call -> one logit.
 
-    ``workers`` sessions (default ``RERANK_WORKERS``; one intra-op thread each when there are several, else the
-    historical two) are shared by every caller: ``score_many`` spreads a turn's pairs over the free ones."""
+    ``workers`` threads (default ``RERANK_WORKERS``) at most run its session at once (one intra-op thread when there
+    are several, else the historical two), shared by every caller: ``score_many`` spreads a turn's pairs over the
+    free turns."""
 
     def __init__(self, folder: Path, name: str = "ms-marco-MiniLM-L-12-v2", max_length: int = 512,
                  workers: int | None = None) -> None:
@@ -277,10 +293,13 @@ class OnnxCrossEncoder:
         self._sessions = self._pool(self.workers, RERANK_DISABLED_OPTIMIZERS)
 
     def _pool(self, workers: int, disabled: tuple[str, ...]) -> queue.SimpleQueue:
+        """``workers`` turns to run one session: single-thread when there are several (run by that many threads at
+        once), else two intra-op threads (the scheme before issue 20)."""
         if (workers, disabled) not in self._pools:
             pool: queue.SimpleQueue = queue.SimpleQueue()
+            session = _session(self._model_path, threads=1 if workers > 1 else None, disabled=disabled)
             for _ in range(workers):
-                pool.put(_session(self._model_path, threads=1 if workers > 1 else None, disabled=disabled))
+                pool.put(session)
             self._pools[workers, disabled] = pool
         return self._pools[workers, disabled]
 
@@ -301,7 +320,7 @@ class OnnxCrossEncoder:
         return float(session.run(None, feeds_of(self._tokenizer.encode(query, passage)))[0][0][0])
 
     def score(self, query: str, passage: str) -> float:
-        session = self._sessions.get()  # waits for a free session
+        session = self._sessions.get()  # waits for a free turn
         try:
             return self._run(session, query, passage)
         finally:

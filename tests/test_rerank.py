@@ -45,7 +45,7 @@ def _logits(session, tokenizer, texts) -> list[float]:
 
 
 def test_pairs_spread_over_sessions_give_bit_identical_logits(scorer, texts):
-    """Two single-thread sessions scoring in parallel, one after another on one of them, one session with two
+    """One single-thread session run by two threads at once, one pair after another on it, one session with two
     intra-op threads of the same graph and a bare onnxruntime session of that graph, optimized in memory (not
     loaded from the saved graph): the same float, bit for bit."""
     from retrieval.encoders import RERANK_DISABLED_OPTIMIZERS, _session
