@@ -376,6 +376,7 @@ def render_refusal(result: RetrievalResult) -> str:
         f'{esc(_threshold_origin(t.name, result.settings))}</li>'
         for t in decision.tests)
     missing = "".join(f'<li class="unavailable">– {esc(u)}</li>' for u in decision.unavailable)
+    missing += "".join(f'<li class="note">· {esc(n)}</li>' for n in getattr(decision, "notes", ()))
     source = getattr(decision, "thresholds", "defaults")
     if source and source != "defaults":  # a corpus's own calibration chose the thresholds: say so
         missing += f'<li class="thresholds">thresholds {esc(source)}</li>'

@@ -153,7 +153,7 @@ def build_inspector_tab(corpus: gr.Textbox | None = None,
 HEADLINE = ("rrf_k", "hybrid_enabled", "simulate_reranker_failure")
 HEADLINE_LAYOUT = {"rrf_k": dict(scale=2, min_width=170, label="RRF k"),
                    "hybrid_enabled": dict(scale=0, min_width=110, label="Hybrid on"),
-                   "simulate_reranker_failure": dict(scale=0, min_width=140, label="Reranker fails (simulated)")}
+                   "simulate_reranker_failure": dict(scale=0, min_width=156, label="Reranker fails (simulated)")}
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Branches and fusion", ("top_k", "candidate_multiplier", "bm25_weight", "dense_weight", "fusion",
                              "query_weighting", "bm25_tokenizer")),

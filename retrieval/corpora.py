@@ -527,6 +527,11 @@ def settings_for(data: CorpusData, settings: Settings) -> Settings:
     return settings
 
 
+# The corpus's stored refusal calibration is read again at most this often: one re-run by another process (the CLI's
+# ``calibrate``, another app process on the store, the Data tab of another) reaches this one's turns within it.
+CALIBRATION_REREAD_S = 30.0
+
+
 def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel=None):
     """The process-wide retriever over this corpus (built, and its store indexed, on first use)."""
     from retrieval.pipeline import get_retriever
@@ -536,12 +541,14 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     attach = data.entry.collection if data.entry.kind == "attached" else None
     retriever = get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks,
                               corpus_key=data.key, cancel=cancel, attach=attach)
-    if not getattr(retriever, "calibration_read", False):  # the corpus's stored refusal calibration, read once
+    now = time.monotonic()
+    if now - getattr(retriever, "calibration_read_at", -CALIBRATION_REREAD_S) >= CALIBRATION_REREAD_S:
         from retrieval import calibration
 
-        retriever.calibration = (getattr(retriever, "calibration", None)
-                                 or calibration.load(settings_for(data, settings), data.chunks))
-        retriever.calibration_read = True
+        stored = calibration.load(settings_for(data, settings), data.chunks)
+        if stored is not None:  # (an unreadable store keeps what this process has)
+            retriever.calibration = stored
+        retriever.calibration_read_at = now
     return retriever
 
 

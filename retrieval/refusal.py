@@ -430,6 +430,7 @@ class RefusalDecision:
     unavailable: tuple[str, ...]
     reason: str
     thresholds: str = "defaults"  # where the thresholds came from (a corpus calibration names itself)
+    notes: tuple[str, ...] = ()  # evidence shown but not judged (words no card uses, when that test is off)
 
     @property
     def failed(self) -> tuple[RefusalTest, ...]:
@@ -553,6 +554,7 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     ev = evidence
     tests: list[RefusalTest] = []
     unavailable: list[str] = []
+    notes: list[str] = []
     lex = ev.lexical
     if lex is not None and not t.languages:  # words compared whatever the language (the rule before issue 23)
         lex = replace(lex, judged=True, language="", top_language="")
@@ -568,6 +570,10 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
         tests.extend(_vocabulary_tests(lex, t))
         if t.max_unexplained_words < DEFAULT_MAX_UNEXPLAINED_WORDS and lex.judged:
             tests.append(_unexplained_test(lex, ev.best_cross_encoder, t))
+        elif lex.judged and lex.unexplained:  # shown, so that a near miss answered ("printer") can be seen
+            n = len(lex.unexplained)
+            notes.append(f"{n} word{'s' if n > 1 else ''} no card uses ({_quote(lex.unexplained)}): not judged "
+                         "(REFUSAL_MAX_UNEXPLAINED_WORDS is off: paraphrases use as many as near misses)")
     if ev.ood is not None and t.max_ood_margin < OOD_MARGIN_OFF and lex is not None and not lex.foreign:
         tests.append(_ood_test(ev.ood, t))  # (cards without words: a degenerate corpus, judged by scores alone)
     vocabulary_ok = all(test.passed for test in tests)
@@ -616,7 +622,7 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
             scores_ok = matched.passed
     answered = vocabulary_ok and scores_ok
     return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
-                           reason=_reason(tests, answered), thresholds=t.source)
+                           reason=_reason(tests, answered), thresholds=t.source, notes=tuple(notes))
 
 
 _GATES = {"known words", "unknown identifiers", "unexplained words", "out-of-domain example"}

@@ -109,3 +109,38 @@ def test_the_data_tab_reports_a_stored_calibration_escaped(tmp_path, mini_settin
         assert "<td>2/2 (100%)</td><td>1/2 (50%)</td>" in html  # held out: out-of-domain refused, false refusals
     finally:
         handlers.use_base_settings(None)
+
+
+def test_a_calibration_stored_by_another_process_reaches_this_ones_open_retriever(tmp_path, mini_settings,
+                                                                                   monkeypatch):
+    """The CLI's ``calibrate`` (or another app process on the store) re-runs a calibration: this process's open
+    retriever uses it from its next read (CALIBRATION_REREAD_S), not only after a restart. The writer is a real
+    second process on the same embedded Chroma."""
+    import subprocess
+    import sys
+
+    from retrieval import corpora
+    from retrieval.settings import PROJECT_ROOT
+
+    settings = mini_settings.replace(chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"))
+    data, _ = corpora.Registry(settings).add(MINI_CARDS, "mini-reread")
+    retriever = corpora.retriever_for(data, settings)
+    assert getattr(retriever, "calibration", None) is None
+    writer = f"""
+import sys
+from retrieval import calibration, corpora
+from retrieval.refusal import RefusalThresholds
+from retrieval.settings import Settings
+s = Settings(corpus_path={str(MINI_CARDS)!r}, chroma_path={settings.chroma_path!r}, data_dir={settings.data_dir!r})
+data = corpora.Registry(s).open("mini-reread")
+report = {{"corpus": "mini-reread", "embedder": s.embedding_model, "reranker": s.reranker_model, "levels": {{}}}}
+calibration.save(s, data.chunks, calibration.Calibration(
+    RefusalThresholds(min_cross_encoder=-1.5, source="calibrated by another process"), report))
+"""
+    subprocess.run([sys.executable, "-c", writer], check=True, cwd=PROJECT_ROOT, timeout=120)
+    monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 3600.0)
+    assert getattr(corpora.retriever_for(data, settings), "calibration", None) is None  # read within the interval
+    monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 0.0)
+    again = corpora.retriever_for(data, settings)
+    assert again is retriever and again.calibration.thresholds.source == "calibrated by another process"
+    assert thresholds_for(again.calibration, settings).min_cross_encoder == -1.5

@@ -342,8 +342,14 @@ def test_two_sessions_keep_their_own_corpus(browser, server, files):
         ctx_b.close()
 
 
-def test_delete_a_corpus_and_its_store_then_screenshot(page, files):
-    upload(page, files["csv"])  # uploaded by an earlier session: the same content is reused and ready at once
+def test_delete_a_corpus_and_its_store_then_screenshot(browser, server, page, files):
+    other, other_page = new_page(browser, server)  # another session uploads team-kb (run alone, nothing else did)
+    try:
+        upload(other_page, files["csv"])
+        expect()(other_page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
+    finally:
+        other.close()
+    upload(page, files["csv"])  # uploaded by another session: the same content is reused and ready at once
     expect()(page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
     page.locator("#corpus-delete").click()  # not this session's upload (issue 19, defect 2): refused
     expect()(page.locator("#data-message")).to_contain_text("'team-kb' was uploaded or attached from another browser session")

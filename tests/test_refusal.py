@@ -152,8 +152,14 @@ def test_too_many_unexplained_words_refuse_unless_the_cross_encoder_is_sure():
     assert (unexplained.value, unexplained.threshold) == (2.0, 1.0)
     assert not decide(replace(ev, best_cross_encoder=5.0), th).refused  # sure enough: answered
     assert not decide(ev, replace(th, max_unexplained_words=2)).refused
-    # Off by default (99): the test is not even shown.
-    assert "unexplained words" not in [t.name for t in decide(ev, T).tests]
+    # Off by default (99): not a test, but the words are named in the decision's notes (shown on the page), so an
+    # answered near miss can be seen for what it is.
+    off = decide(ev, T)
+    assert "unexplained words" not in [t.name for t in off.tests] and not off.refused
+    assert off.notes == ("2 words no card uses ('printer', 'shows'): not judged (REFUSAL_MAX_UNEXPLAINED_WORDS is "
+                         "off: paraphrases use as many as near misses)",)
+    assert decide(replace(ev, lexical=lex("insulin pens in the refrigerator")), T).notes == ()
+    assert decide(ev, th).notes == ()  # judged: a test, not a note
 
 
 def test_a_turn_in_a_language_few_cards_use_is_not_judged_by_its_words():

@@ -6,6 +6,7 @@ with the real ``reciprocal_rank_fusion``; expected numbers are written as the cl
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -235,5 +236,7 @@ def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_setti
     assert failed and html_out.count('class="fail"') == len(failed)
     answered = mini.retrieve("GlucoSense GS-40 error E-07", mini_settings)
     assert answered.refusal is not None and not answered.refusal.refused
-    assert "<b>answered</b>" in render_refusal(answered)
+    assert "<b>answered</b>" in render_refusal(answered) and 'class="note"' not in render_refusal(answered)
+    near = render_refusal(mini.retrieve("GlucoSense GS-40 error E-07 on my printer", mini_settings))
+    assert 'class="note"' in near and "1 word no card uses ('printer'): not judged" in html.unescape(near)
     assert render_refusal(mini.retrieve("GS-40 E-07", mini_settings.replace(refusal_rule="cosine"))) == ""
