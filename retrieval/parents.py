@@ -35,8 +35,9 @@ def best_per_parent(hits: Iterable[H]) -> list[H]:
 
 
 def finalize(candidates: Iterable[H], top_k: int, min_similarity: float,
-             similarity: Callable[[str], float] | None) -> tuple[list[FinalHit], list[FinalHit]]:
-    """Parent dedup -> the first ``top_k`` cards -> the cosine threshold (skipped when ``similarity`` is None).
+             similarity: Callable[[str], float] | None, cut_below: bool = True) -> tuple[list[FinalHit], list[FinalHit]]:
+    """Parent dedup -> the first ``top_k`` cards -> the cosine threshold (skipped when ``similarity`` is None, or
+    ``cut_below`` is False: each card's cosine is still recorded).
 
     Returns the kept cards (ranked 1..n) and the cut ones, each with its reason.
     """
@@ -46,7 +47,7 @@ def finalize(candidates: Iterable[H], top_k: int, min_similarity: float,
         sim = similarity(hit.chunk_id) if similarity is not None else None
         if position > top_k:
             cut.append(FinalHit(hit.chunk_id, hit.parent_id, 0, hit.score, sim, False, f"beyond top_k={top_k}"))
-        elif sim is not None and sim < min_similarity:
+        elif cut_below and sim is not None and sim < min_similarity:
             cut.append(FinalHit(hit.chunk_id, hit.parent_id, 0, hit.score, sim, False,
                                 f"similarity {sim:.3f} < MIN_SIMILARITY {min_similarity:g}"))
         else:
