@@ -30,8 +30,6 @@ BUNDLED_EMBEDDERS = {
     "all-MiniLM-L6-v2": ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm"),
     "multilingual-e5-small": ("multilingual-e5-small", "intfloat/multilingual-e5-small", "e5-small"),
 }
-# Bundled embedders whose cosine compares a turn and a card written in different languages (the others are English).
-MULTILINGUAL_EMBEDDERS = frozenset({"multilingual-e5-small"})
 BUNDLED_RERANKERS = {
     "ms-marco-MiniLM-L-12-v2": ("ms-marco-MiniLM-L-12-v2", "cross-encoder/ms-marco-MiniLM-L-12-v2"),
 }

@@ -4,9 +4,13 @@ similarity threshold, which cut cards but keep them (with the reason) for the in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from retrieval.settings import MULTILINGUAL_EMBEDDERS, Settings
 from retrieval.types import FinalHit
+
+if TYPE_CHECKING:
+    from retrieval.refusal import RefusalDecision
 
 
 class _HasParent(Protocol):
@@ -53,3 +57,10 @@ def finalize(candidates: Iterable[H], top_k: int, min_similarity: float,
         else:
             final.append(FinalHit(hit.chunk_id, hit.parent_id, len(final) + 1, hit.score, sim))
     return final, cut
+
+
+def cosine_cut_skipped(decision: RefusalDecision | None, s: Settings) -> bool:
+    """True when the MIN_SIMILARITY cut does not apply: a turn the refusal rule answered across languages while the
+    embedder is English (its cosine would judge the language, not the content)."""
+    return (decision is not None and not decision.refused and decision.cross_language
+            and s.embedding_model not in MULTILINGUAL_EMBEDDERS)

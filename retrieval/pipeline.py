@@ -26,9 +26,9 @@ from retrieval.cache import LRU, POOLS, InUse, cached
 from retrieval.context import REFUSAL
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
 from retrieval.dense import DenseBranch, Progress
-from retrieval.encoders import MULTILINGUAL_EMBEDDERS, Embedder, canonical_embedder
+from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
-from retrieval.parents import best_per_parent, finalize
+from retrieval.parents import best_per_parent, cosine_cut_skipped, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
 from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
@@ -367,7 +367,7 @@ def _apply_decision(decision: RefusalDecision, candidates: Sequence[Hit | FusedH
     embedder, the cosine cut is not applied: it would cut the cards for their language, not their content."""
     if decision.refused:
         return [], [replace(h, rank=0, kept=False, cut_reason=f"refused: {decision.reason}") for h in final] + cut, ""
-    if decision.cross_language and similarity is not None and s.embedding_model not in MULTILINGUAL_EMBEDDERS:
+    if similarity is not None and cosine_cut_skipped(decision, s):
         final, cut = finalize(candidates, s.top_k, s.min_similarity, similarity, cut_below=False)
         return final, cut, NO_CUT_ACROSS_LANGUAGES.format(model=s.embedding_model)
     return final, cut, ""

@@ -461,6 +461,11 @@ def test_an_english_turn_about_spanish_cards_is_not_cut_by_the_english_cosine(ch
     assert out.hybrid_path == "full" and out.final[0].parent_id == card, out.reason
     assert out.final[0].similarity < s.min_similarity  # the cut would have refused it for its language
     assert "MIN_SIMILARITY not applied: the turn is in another language than most cards" in out.reason
+    from retrieval.why import explain  # "Why not...?" agrees: the threshold did not cut it
+
+    why = explain(retriever, turn, card, s, search=False)
+    threshold = next(st for st in why.stages if st["stage"] == "threshold")
+    assert threshold["passed"] and "MIN_SIMILARITY not applied" in threshold["note"] and why.lost_at is None
     # with a multilingual embedder the cosine compares languages, and the cut applies as usual
     from retrieval.pipeline import _apply_decision
 
