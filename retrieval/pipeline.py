@@ -28,7 +28,7 @@ from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
 from retrieval.dense import DenseBranch, Progress
 from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
-from retrieval.parents import best_per_parent, finalize
+from retrieval.parents import best_per_parent, cosine_cut_skipped, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
 from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
@@ -43,7 +43,7 @@ from retrieval.refusal import (
 )
 from retrieval.rerank import PRESCORER, load_reranker, rerank
 from retrieval.settings import Settings
-from retrieval.types import BranchResult, Chunk, FusedHit, Hit, RerankedHit, RetrievalResult
+from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
 from retrieval.weighting import weigh_turn
 
 __all__ = ["MAX_QUERY_CHARS", "REFUSAL", "HybridRetriever", "QueryError", "clean_query", "get_retriever"]
@@ -166,9 +166,8 @@ class HybridRetriever:
             missing = {"cross-encoder": rerank_why, "cosine": threshold_note}
             decision = _refusal(self, query, path, candidates, reranked, bm25, dense, similarity, missing, s)
             timings["refusal"] = (time.perf_counter() - start) * 1000
-            if decision.refused:
-                cut = [replace(h, rank=0, kept=False, cut_reason=f"refused: {decision.reason}") for h in final] + cut
-                final = []
+            final, cut, note = _apply_decision(decision, candidates, final, cut, similarity, s)
+            reasons.append(note)
         if threshold_note:
             reasons.append(threshold_note)
         if path != "no_match" and not final:
@@ -354,6 +353,24 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
                              min_cross_encoder_unexplained=s.refusal_min_cross_encoder_unexplained,
                              min_multilingual_cosine=s.refusal_min_multilingual_cosine,
                              max_ood_margin=s.refusal_max_ood_margin)
+
+
+NO_CUT_ACROSS_LANGUAGES = ("MIN_SIMILARITY not applied: the turn is in another language than most cards, which "
+                           "{model}'s cosine does not compare (the refusal rule judged it)")
+
+
+def _apply_decision(decision: RefusalDecision, candidates: Sequence[Hit | FusedHit | RerankedHit],
+                    final: list[FinalHit], cut: list[FinalHit], similarity: Callable[[str], float] | None,
+                    s: Settings) -> tuple[list[FinalHit], list[FinalHit], str]:
+    """The cards the refusal rule's decision leaves, and a note: none when refused (each cut card says why); for a
+    turn it answered across languages (a Spanish turn about English cards, or the reverse) with an English
+    embedder, the cosine cut is not applied: it would cut the cards for their language, not their content."""
+    if decision.refused:
+        return [], [replace(h, rank=0, kept=False, cut_reason=f"refused: {decision.reason}") for h in final] + cut, ""
+    if similarity is not None and cosine_cut_skipped(decision, s):
+        final, cut = finalize(candidates, s.top_k, s.min_similarity, similarity, cut_below=False)
+        return final, cut, NO_CUT_ACROSS_LANGUAGES.format(model=s.embedding_model)
+    return final, cut, ""
 
 
 def _describe(path: str, reasons: list[str]) -> str:

@@ -431,6 +431,7 @@ class RefusalDecision:
     reason: str
     thresholds: str = "defaults"  # where the thresholds came from (a corpus calibration names itself)
     notes: tuple[str, ...] = ()  # evidence shown but not judged (words no card uses, when that test is off)
+    cross_language: bool = False  # the turn is in a language few cards use (judged by scores, not by its words)
 
     @property
     def failed(self) -> tuple[RefusalTest, ...]:
@@ -622,7 +623,8 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
             scores_ok = matched.passed
     answered = vocabulary_ok and scores_ok
     return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
-                           reason=_reason(tests, answered), thresholds=t.source, notes=tuple(notes))
+                           reason=_reason(tests, answered), thresholds=t.source, notes=tuple(notes),
+                           cross_language=lex is not None and lex.foreign)
 
 
 _GATES = {"known words", "unknown identifiers", "unexplained words", "out-of-domain example"}

@@ -33,6 +33,8 @@ DEFAULT_MIN_SIMILARITY = {
     "all-MiniLM-L6-v2": 0.25,
     "multilingual-e5-small": 0.81,
 }
+# Embedders whose cosine compares a turn and a card written in different languages (the others are English).
+MULTILINGUAL_EMBEDDERS = frozenset({"multilingual-e5-small"})
 
 # The refusal rule's defaults (scripts/tune_refusal.py, tuned with bge-small-en-v1.5 and the bundled
 # cross-encoder): the cosine thresholds 0.64 and 0.59 are MIN_SIMILARITY 0.55 plus these margins.

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from retrieval.fusion import fuse_branches
-from retrieval.parents import best_per_parent
+from retrieval.parents import best_per_parent, cosine_cut_skipped
 from retrieval.query import QueryError, clean_query
 from retrieval.settings import MAX_CANDIDATE_DEPTH, Settings, env_name
 from retrieval.tokenize import analyze, tokenize
@@ -283,6 +283,10 @@ def _stages(result: RetrievalResult, card_id: str, s: Settings, position: int | 
                 "note": f"card position {position} {'<=' if position <= s.top_k else '>'} top_k={s.top_k}"})
     if similarity is None:
         out.append({"stage": "threshold", "passed": True, "value": None, "note": "skipped (no embeddings)"})
+    elif cosine_cut_skipped(result.refusal, s):
+        out.append({"stage": "threshold", "passed": True, "value": round(similarity, 4),
+                    "note": f"cosine {similarity:.3f}: MIN_SIMILARITY not applied (the turn is in another language "
+                            "than most cards)"})
     else:
         ok = similarity >= s.min_similarity
         out.append({"stage": "threshold", "passed": ok, "value": round(similarity, 4),

@@ -91,12 +91,14 @@ def collect(texts: list[str], retriever: Any, settings: Settings, cache: Path, l
 
 
 def pipeline_refused(ev: refusal.RefusalEvidence | None, th: refusal.RefusalThresholds, min_sim: float) -> bool:
-    """The integrated decision: the rule, then the MIN_SIMILARITY cut on the top_k cards (none left: refused)."""
+    """The integrated decision: the rule, then the MIN_SIMILARITY cut on the top_k cards (none left: refused); the
+    cut is not applied to a turn the rule answered across languages (the English embedder, as the pipeline)."""
     if ev is None:
         return True
-    if refusal.decide(ev, th).refused:
+    decision = refusal.decide(ev, th)
+    if decision.refused:
         return True
-    return ev.best_cosine is not None and ev.best_cosine < min_sim
+    return not decision.cross_language and ev.best_cosine is not None and ev.best_cosine < min_sim
 
 
 def lazy_retriever(settings: Settings, chunks: list | None = None):

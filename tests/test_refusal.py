@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -433,3 +434,56 @@ def test_the_closest_example_leaves_the_turn_itself_out():
         assert ood_examples.nearest(Embedder(), vec, "my printer is jammed") == ("what is the capital of Peru", 0.0)
     finally:
         ood_examples._EXAMPLES.pop(Embedder.name, None)
+
+
+SPANISH_CARDS = Path(__file__).parent / "data" / "spanish_cards.jsonl"
+
+
+@pytest.mark.parametrize("turn, card", [("can I drink grapefruit juice with my statin?", "es-pomelo"),
+                                        ("where do I throw away used needles?", "es-agujas"),
+                                        ("what is the capital of France?", None)])
+def test_an_english_turn_about_spanish_cards_is_not_cut_by_the_english_cosine(chroma_dir, turn, card):
+    """Issue 23, the reverse direction: English turns about Spanish cards. bge-small's cosine between them sits
+    below MIN_SIMILARITY (0.55) even for the card that answers, so the cut refused every such turn the rule had
+    answered by multilingual-e5. The cut is not applied to a turn the rule answered across languages (and says so);
+    an out-of-domain English turn is still refused by the rule."""
+    from retrieval.corpus import load_cards, split_cards
+    from retrieval.pipeline import HybridRetriever
+    from retrieval.settings import Settings
+
+    s = Settings.from_env({}, corpus_path=str(SPANISH_CARDS), chroma_path=str(chroma_dir / "spanish"))
+    retriever = HybridRetriever(s, chunks=split_cards(load_cards(SPANISH_CARDS), 400), progress=lambda d, t: None)
+    out = retriever.retrieve(turn, s)
+    assert out.refusal is not None and out.refusal.cross_language
+    if card is None:
+        assert out.hybrid_path == "no_match" and out.refusal.refused
+        return
+    assert out.hybrid_path == "full" and out.final[0].parent_id == card, out.reason
+    assert out.final[0].similarity < s.min_similarity  # the cut would have refused it for its language
+    assert "MIN_SIMILARITY not applied: the turn is in another language than most cards" in out.reason
+    from retrieval.why import explain  # "Why not...?" agrees: the threshold did not cut it
+
+    why = explain(retriever, turn, card, s, search=False)
+    threshold = next(st for st in why.stages if st["stage"] == "threshold")
+    assert threshold["passed"] and "MIN_SIMILARITY not applied" in threshold["note"] and why.lost_at is None
+    # with a multilingual embedder the cosine compares languages, and the cut applies as usual
+    from retrieval.pipeline import _apply_decision
+
+    assert _apply_decision(out.refusal, [], [], [], lambda cid: 0.0, s)[2]
+    assert not _apply_decision(out.refusal, [], [], [], lambda cid: 0.0,
+                               s.replace(embedding_model="multilingual-e5-small"))[2]
+
+
+def test_with_multilingual_e5_as_the_embedder_spanish_cards_answer_english_and_portuguese_turns(chroma_dir):
+    """What the README advises for a corpus written in Spanish: multilingual-e5-small as the embedding model ranks
+    the card that answers first for turns bge-small ranks wrong (the English and Portuguese forgotten-dose turns)."""
+    from retrieval.corpus import load_cards, split_cards
+    from retrieval.pipeline import HybridRetriever
+    from retrieval.settings import Settings
+
+    s = Settings.from_env({}, corpus_path=str(SPANISH_CARDS), chroma_path=str(chroma_dir / "spanish-e5"),
+                          embedding_model="multilingual-e5-small")
+    retriever = HybridRetriever(s, chunks=split_cards(load_cards(SPANISH_CARDS), 400), progress=lambda d, t: None)
+    for turn in ("I forgot my daily pill, should I take two tomorrow?", "esqueci o remédio de hoje, tomo dois amanhã?"):
+        out = retriever.retrieve(turn, s)
+        assert out.hybrid_path == "full" and out.final[0].parent_id == "es-olvido", (turn, out.reason)
