@@ -74,6 +74,7 @@ def test_full_turn_over_reference_floor_is_a_field_of_its_own(report):
     assert "two intra-op threads" in report["rerank_floor_note"]
     assert report["before"]["turn_ms"]["n"] == report["before"]["rerank_ms"]["n"] == 6
     assert report["prescore_wait_ms"]["n"] == 6
+    assert report["settled"] is True and report["settle_ms"]["n"] == 6 + 6  # after each floor and each before turn
     table = format_table(report)
     assert "Full turn p50 / reference floor p50" in table and "before: full turn scored as before issue 20" in table
 

@@ -7,7 +7,8 @@ On the corpus at ``CORPUS_PATH`` with its labeled turns (``queries.jsonl`` besid
 - a cached control change: the same turn again with another ``rrf_k``, and how many model calls that made;
 - the reference floor: the turn's first 20 fused candidates (the head reranked before issue 20) through a bare
   ``onnxruntime`` session of the shipped graph with two intra-op threads, one pair per call, pre-tokenized; the
-  full turn and the pipeline's rerank are reported over it;
+  full turn and the pipeline's rerank are reported over it. That session's worker thread spins about 30 ms after its
+  last pair, so the next turn starts once the process is idle again (``settle``; ``--no-settle`` starts it at once);
 - process cold start to the first answer with a fresh build and with the persisted store (each in a child
   process), indexing throughput (chunks/s) and the peak resident memory;
 - with ``--scale 50000,1000000``: the same turns on the corpus replicated to that many sub-chunks, with per-branch
@@ -326,11 +327,13 @@ def _control(retriever: HybridRetriever, settings: Settings, turn: str, scorer: 
 
 def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequence[str], runs: int,
                   control_k: int | None = None, floor: RerankFloor | None = None,
-                  before: bool = False) -> dict[str, Any]:
+                  before: bool = False, settled: bool = True) -> dict[str, Any]:
     """Run every turn ``runs`` times uncached. With ``floor``, time the turn's reference pairs through the bare model
     right after (once the turn's background pre-scoring is done); with ``control_k``, then run the same turn at
     that rrf_k (counting model calls). With ``before``, each turn is also run (uncached, alternating which goes
-    first) the way the pipeline scored before issue 20: one session with two intra-op threads, no pre-scoring."""
+    first) the way the pipeline scored before issue 20: one session with two intra-op threads, no pre-scoring. With
+    ``settled`` (the default), the next turn waits until the process is idle after the floor or a before turn
+    (``settle``); without it, it starts at once, as the bench did until 2026-12-01."""
     from retrieval import rerank as rerank_mod
     from retrieval.rerank import PRESCORER
 
@@ -350,7 +353,7 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
         for i, turn in enumerate(turns):
             if before and (n + i) % 2 == 0:
                 _before_turn(retriever, settings, turn, scorer, old)
-                settle_ms.append(settle())
+                settle_ms.append(settle() if settled else 0.0)
             _clear_cache(retriever)
             result = retriever.retrieve(turn, settings)
             started = time.perf_counter()
@@ -368,12 +371,12 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
                 if floor is not None:
                     head = [retriever.by_id[h.chunk_id].indexed_text for h in result.fused[:REFERENCE_PAIRS]]
                     floor.time(result.query, head, result.timings_ms["rerank"])
-                    settle_ms.append(settle())
+                    settle_ms.append(settle() if settled else 0.0)
             if control_k is not None:
                 control.append(_control(retriever, settings.replace(rrf_k=control_k), turn, scorer, calls))
             if before and (n + i) % 2 == 1:
                 _before_turn(retriever, settings, turn, scorer, old)
-                settle_ms.append(settle())
+                settle_ms.append(settle() if settled else 0.0)
     return {"turn_ms": summary(totals), "stages_ms": {k: summary(v) for k, v in stages.items()},
             "dense_ms": summary(dense), "levels": dict(levels), "control_ms": summary(control),
             "settle_ms": summary(settle_ms),
@@ -442,6 +445,7 @@ def cold_start(settings: Settings, store: Path, turn: str, timeout: float = 1800
 # --------------------------------------------------------------------------------------------------- bench
 def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_runs: int = 1,
                   scale: Sequence[int] = (), scale_runs: int = 1, workdir: Path | None = None, before: bool = False,
+                  settled: bool = True,
                   turns_source: str = "", log: Callable[[str], None] = lambda msg: None) -> dict[str, Any]:
     """Measure the pipeline (see the module docstring) and return the report as a dict."""
     from retrieval.corpus import load_cards
@@ -473,7 +477,8 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
         retriever.retrieve(turns[0], s)  # warm-up (not measured): first calls into each model are slower
         log(f"measuring {len(turns)} turns x {runs} runs")
         floor_timer = RerankFloor(s)
-        measured = measure_turns(retriever, s, turns, runs, control_k=control_k, floor=floor_timer, before=before)
+        measured = measure_turns(retriever, s, turns, runs, control_k=control_k, floor=floor_timer, before=before,
+                                 settled=settled)
         floor = floor_timer.report()
         turn_p50, floor_p50 = measured["turn_ms"]["p50"], floor["floor_ms"]["p50"]
         index_s = fresh.get("index_s") or 0.0
@@ -499,6 +504,7 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
             "turn_over_floor": round(turn_p50 / floor_p50, 3) if turn_p50 and floor_p50 else None,
             "turn_over_floor_target": 0.5,
             "prescore_wait_ms": measured["prescore_wait_ms"],
+            "settled": settled,
             "settle_ms": measured["settle_ms"],
             "before": measured["before"],
             "rerank_floor_ms": floor["floor_ms"],
@@ -655,6 +661,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--before", action="store_true", help="also run each turn the way the pipeline scored before "
                                                          "issue 20 (one two-thread session), alternating, for a "
                                                          "before/after table from one run")
+    p.add_argument("--no-settle", action="store_true", help="start each turn right after the floor, while the floor's "
+                                                             "two-thread session still spins (as the bench did until "
+                                                             "2026-12-01), to compare")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     add_common(p)
     p.set_defaults(func=run_bench)
@@ -700,6 +709,7 @@ def run_bench(args: argparse.Namespace) -> int:
     logging.getLogger("retrieval").setLevel(logging.ERROR)  # a degraded turn is data in the report, not noise
     report = run_benchmark(settings, turns, runs=args.runs, cold_runs=args.cold_runs, scale=parse_scale(args.scale),
                            scale_runs=args.scale_runs, turns_source=source, before=args.before,
+                           settled=not args.no_settle,
                            log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
