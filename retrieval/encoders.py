@@ -179,11 +179,10 @@ def _session(model_path: Path, threads: int | None = None, disabled: Sequence[st
 
 # The embedder's own session (queries, and the few documents embedded one by one) runs on ONE intra-op thread. With
 # two, after each run its pool's worker thread spins for tens of ms waiting for more work, on the core the
-# cross-encoder's second thread needs right then: the 10-pair rerank that follows a query embedding took 61 ms p50
-# against 46 ms after a single-thread embedding and 45 ms after none (scripts/rerank_levers.py --after-embed, 8 sets
-# x 2 rounds, load 3.3, 2026-12-01; 93 / 78 / 73 ms on the pipeline's own pairs of the 71 shipped turns at load 2.6).
-# A short query also embeds faster on one thread (3.3 against 3.9 ms), and the vectors are bit-identical either way
-# (the shipped and test turns and every shipped sub-chunk: 645 texts compared).
+# cross-encoder's second thread needs right then: the 10-pair rerank that follows a query embedding took 63 ms p50
+# against 45 ms after a single-thread embedding and 44 ms after none (scripts/rerank_levers.py --after-embed, 8 sets
+# x 3 rounds, load 0.9-1.1, 2026-12-01). The embedding itself costs 3.4 ms on one thread against 3.0 ms on two, and
+# the vectors are bit-identical either way (the shipped and test turns and every shipped sub-chunk: 645 texts).
 EMBED_THREADS = 1
 
 
@@ -259,9 +258,9 @@ class OnnxEmbedder:
 # the pairs handed out in order (the likeliest head first). Measured on the 2-core machine (scripts/rerank_levers.py):
 # faster than one session with two intra-op threads, and far faster when the cores are shared, where a two-thread
 # session's threads spin waiting for each other. One session rather than one per worker: one copy of the weights
-# (34 MB) in memory and in the CPU's caches instead of two, and one session fewer to create at a cold start
-# (``shared_session`` against ``kept`` in scripts/rerank_levers.py). One pair per call either way, so the logits are
-# bit-identical.
+# (34 MB) in memory and in the CPU's caches instead of two, and one session fewer to create at a cold start: 20 pairs
+# in 88 ms p50 against 92 ms with a session per worker (``shared_session`` / ``kept`` in scripts/rerank_levers.py,
+# load 0.9-1.1), 2.0x one thread's 176 ms. One pair per call either way, so the logits are bit-identical.
 RERANK_WORKERS = INDEX_WORKERS
 
 # onnxruntime fuses each residual Add + LayerNormalization of the cross-encoder into SkipLayerNormalization, whose CPU
