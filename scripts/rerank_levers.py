@@ -7,7 +7,7 @@ load on a shared machine hits all of them alike. Every scheme's logits are compa
 
 - floor: one session with two intra-op threads, pairs one after another (``bench``'s reference floor);
 - one_thread: one session with one intra-op thread;
-- two_sessions: two single-thread sessions, the pairs handed out in order to two threads (``OnnxCrossEncoder``);
+- two_sessions: two single-thread sessions, the pairs handed out in order to two threads;
 - floor_no_spin: the floor with ``session.intra_op.allow_spinning=0`` (its threads sleep instead of spinning);
 - basic_opt / no_opt: the floor at graph optimisation level ORT_ENABLE_BASIC / ORT_DISABLE_ALL (the default, and
   ours, is ORT_ENABLE_ALL);
@@ -17,7 +17,8 @@ load on a shared machine hits all of them alike. Every scheme's logits are compa
   (``RERANK_DISABLED_OPTIMIZERS``; compare with one_thread);
 - kept: what the pipeline did until 2026-12-01 19:30 UTC: two single-thread sessions of that graph, pairs in order;
 - shared_session: one single-thread session of that graph run by two threads at once (each ``run`` call still one
-  pair, on its calling thread), pairs in order: one copy of the weights in memory and cache instead of two;
+  pair, on its calling thread), pairs in order: one copy of the weights in memory and cache instead of two (what
+  ``OnnxCrossEncoder`` does since);
 - denormal_zero / no_mem_pattern / no_arena: one_thread with ``session.set_denormal_as_zero``, without
   ``enable_mem_pattern``, without ``enable_cpu_mem_arena``;
 - cap_128: no_skip_ln with each pair truncated to 128 tokens (the longest pairs are 143);
