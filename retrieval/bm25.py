@@ -96,6 +96,27 @@ def _postings(chunks: Sequence[Chunk], tokenizer: str):
             np.concatenate(parts_tf or [empty]))
 
 
+# Postings up to this many are put in columns by numpy (a stable argsort); more by scipy's counting sort, whose
+# temporaries are smaller than argsort's int64 order (at a million sub-chunks, 24M postings). Importing
+# scipy.sparse costs ~75 ms, which every cold start of a small corpus paid for nothing else.
+NUMPY_COLUMNS_MAX = 1_000_000
+
+
+def _columns_of(data: np.ndarray, doc: np.ndarray, term: np.ndarray, n_docs: int,
+                n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSC arrays (indptr, indices, data) of the (chunk, term) -> weight entries, as scipy's ``csc_matrix``
+    builds them (tests/test_bm25_equivalence.py compares both ways)."""
+    if len(data) > NUMPY_COLUMNS_MAX:
+        from scipy.sparse import csc_matrix
+
+        matrix = csc_matrix((data, (doc, term)), shape=(n_docs, n_terms))
+        return matrix.indptr, matrix.indices, matrix.data
+    order = np.argsort(term, kind="stable")
+    indptr = np.zeros(n_terms + 1, dtype=np.int32)
+    np.cumsum(np.bincount(term, minlength=n_terms), out=indptr[1:])
+    return indptr, doc[order].astype(np.int32, copy=False), data[order]
+
+
 class BM25Index:
     """BM25 over the same chunk list the dense store holds. An empty corpus gives an empty index.
 
@@ -150,12 +171,10 @@ class BM25Index:
             data[lo:hi] = tf_f
         del tf
 
-        from scipy.sparse import csc_matrix
-
-        # A term's postings are a column, chunks ascending within it (the COO entries are sorted by chunk).
-        matrix = csc_matrix((data, (doc, term)), shape=(n_docs, n_terms))
+        # A term's postings are a column, chunks ascending within it (the entries are unique (chunk, term) pairs
+        # sorted by chunk, so a stable sort by term keeps each column's chunks ascending).
+        self._indptr, self._indices, self._data = _columns_of(data, doc, term, n_docs, n_terms)
         del data, doc, term
-        self._indptr, self._indices, self._data = matrix.indptr, matrix.indices, matrix.data
         # Ties are broken by chunk id: each chunk's position in chunk-id order.
         self._id_rank = np.empty(n_docs, dtype=np.int64)
         ids = [c.chunk_id for c in self._chunks]

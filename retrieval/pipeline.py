@@ -75,8 +75,7 @@ class HybridRetriever:
         if chunks is None:
             chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
         self.chunks: tuple[Chunk, ...] = tuple(chunks)
-        self.by_id = {c.chunk_id: c for c in self.chunks}
-        self.parent_of = {c.chunk_id: c.parent_id for c in self.chunks}
+        self.by_id, self.parent_of = {c.chunk_id: c for c in self.chunks}, {c.chunk_id: c.parent_id for c in self.chunks}
         started = time.perf_counter()
         self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
@@ -85,6 +84,8 @@ class HybridRetriever:
         self._cache, self.using = LRU(cache_size), InUse()  # per-turn values; in use: get_retriever never evicts it
         self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
                                         attach=attach)
+        if s.refusal_rule == "evidence":  # what the first turn's refusal needs, made while that turn's models run
+            threading.Thread(target=_warm_refusal, args=(self,), name="warm-refusal", daemon=True).start()
 
     # The dense branch's state, as the CLI, the inspector and the tests read it.
     dense = property(lambda self: self.dense_branch.store, doc="The Chroma store, or None if unavailable.")
@@ -357,6 +358,13 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
 
 NO_CUT_ACROSS_LANGUAGES = ("MIN_SIMILARITY not applied: the turn is in another language than most cards, which "
                            "{model}'s cosine does not compare (the refusal rule judged it)")
+
+
+def _warm_refusal(retriever: HybridRetriever) -> None:
+    """The refusal rule's vocabulary and out-of-domain examples, made ahead (each is made once, under its lock)."""
+    retriever.refusal_vocabulary()
+    if retriever.embedder is not None:
+        ood_examples.examples(retriever.embedder)
 
 
 def _apply_decision(decision: RefusalDecision, candidates: Sequence[Hit | FusedHit | RerankedHit],

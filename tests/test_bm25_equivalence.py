@@ -160,3 +160,18 @@ def test_shipped_set_scores_and_rankings_match_rank_bm25(tokenizer):
     turns = [q.text for q in load_queries(ROOT / "corpus" / "queries.jsonl")]
     assert len(chunks) > 200 and len(turns) > 60
     assert_equivalent(chunks, tokenizer, turns, depths=(1, 10, 50, len(chunks)))
+
+
+@pytest.mark.parametrize("tokenizer", ["plain", "snowball"])
+def test_columns_built_by_numpy_are_scipys_csc_arrays(tokenizer, monkeypatch):
+    """Small indexes put their postings in columns with numpy (no scipy import at a cold start), large ones with
+    scipy's csc_matrix: the two give the same arrays, element for element and dtype for dtype."""
+    import retrieval.bm25 as bm25
+
+    chunks = split_cards(load_cards(SHIPPED_CARDS), DEFAULT_CHUNK_WORDS)
+    by_numpy = BM25Index(chunks, tokenizer)
+    monkeypatch.setattr(bm25, "NUMPY_COLUMNS_MAX", 0)
+    by_scipy = BM25Index(chunks, tokenizer)
+    for name in ("_indptr", "_indices", "_data"):
+        a, b = getattr(by_numpy, name), getattr(by_scipy, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
