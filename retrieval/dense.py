@@ -31,7 +31,12 @@ _EMBED_BLOCK = 16  # sub-chunks per parallel embedding call: the cancel check an
 _PROGRESS_EVERY = 16
 HTTP_TIMEOUT_S = 30.0  # chromadb's HTTP client waits forever by default; a hung server must not pin a thread forever
 OPENING_MARKER = ".retrieval-opening"
-VERIFY_REEMBED = 8  # reused collections: chunks re-embedded and compared with their stored vectors
+# Reused collections of this app (their name holds the model and corpus fingerprint): chunks re-embedded and compared
+# with their stored vectors, evenly spaced. Another model or tokenizer changes every vector, so a few find it; each
+# costs a document embedding (~9 ms on one thread) at every cold start. A collection attached from elsewhere is
+# checked on more rows (ATTACH_REEMBED).
+VERIFY_REEMBED = 4
+ATTACH_REEMBED = 8
 VERIFY_PROBES = 256  # reused collections: stored vectors queried back, each must find itself
 
 
@@ -340,7 +345,7 @@ def attach_problem(embedder: Embedder, chunks: Sequence[Chunk], stored: np.ndarr
         return (f"its vectors have {dim} dimensions but {embedder.name} makes {embedder.dim}: it was embedded with "
                 "another model; name that one with --embedding-model")
     n = len(stored)
-    for i in np.unique(np.linspace(0, n - 1, min(n, VERIFY_REEMBED)).astype(int)):
+    for i in np.unique(np.linspace(0, n - 1, min(n, ATTACH_REEMBED)).astype(int)):
         fresh = embedder.embed_document(chunks[i].indexed_text)
         norm = float(np.linalg.norm(stored[i])) or 1.0
         cosine = float(np.dot(fresh, stored[i]) / norm)
