@@ -84,8 +84,8 @@ class HybridRetriever:
         self._cache, self.using = LRU(cache_size), InUse()  # per-turn values; in use: get_retriever never evicts it
         self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
                                         attach=attach)
-        if s.refusal_rule == "evidence":  # what the first turn's refusal needs, made while that turn's models run
-            threading.Thread(target=_warm_refusal, args=(self,), name="warm-refusal", daemon=True).start()
+        if s.refusal_rule == "evidence":
+            _vocabulary_ahead(self)
 
     # The dense branch's state, as the CLI, the inspector and the tests read it.
     dense = property(lambda self: self.dense_branch.store, doc="The Chroma store, or None if unavailable.")
@@ -360,11 +360,12 @@ NO_CUT_ACROSS_LANGUAGES = ("MIN_SIMILARITY not applied: the turn is in another l
                            "{model}'s cosine does not compare (the refusal rule judged it)")
 
 
-def _warm_refusal(retriever: HybridRetriever) -> None:
-    """The refusal rule's vocabulary and out-of-domain examples, made ahead (each is made once, under its lock)."""
-    retriever.refusal_vocabulary()
-    if retriever.embedder is not None:
-        ood_examples.examples(retriever.embedder)
+def _vocabulary_ahead(retriever: HybridRetriever) -> None:
+    """The refusal rule's vocabulary, made on a side thread while the first turn's models run (~25 ms of a cold
+    start). Python only: a daemon thread still inside onnxruntime when the interpreter exits aborts the process
+    ("terminate called without an active exception": seen when the out-of-domain examples' check embedding ran here
+    and a one-turn ``eval`` exited)."""
+    threading.Thread(target=retriever.refusal_vocabulary, name="refusal-vocabulary", daemon=True).start()
 
 
 def _apply_decision(decision: RefusalDecision, candidates: Sequence[Hit | FusedHit | RerankedHit],

@@ -135,9 +135,12 @@ STREAM_JS = """(text) => {
 
 def test_a_turn_streams_the_fused_list_before_the_reranked_one(context_at, server):
     # 40 pairs for the cross-encoder (the link sets the control): with the default 10 the two steps can arrive
-    # within one browser task on a loaded machine and render once (seen once in a full run: only 'reranked')
-    pg = open_page(context_at(1280, 720), server + "?reranker_max_input=40")
-    run_turn(pg)  # the page's load events are over (a link's restore also runs the turn box's turn)
+    # within one browser task on a loaded machine and render once (seen once in a full run: only 'reranked').
+    # The link carries a turn too, and the page's restore runs it: once it is on screen the load events are over
+    # (a Run pressed before the restore lands is superseded by the restore's own re-run, as the newest action).
+    pg = open_page(context_at(1280, 720), server + "?q=GS-40+E-09&reranker_max_input=40")
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    pg.locator("#list-reranked .hit").first.wait_for()
     text = "which GlucoSense code means the strip went in backwards (stream check)"
     pg.evaluate(STREAM_JS, text)
     pg.locator("#query textarea").fill(text)
