@@ -36,7 +36,23 @@ def turn_a(i: int) -> str:
 
 
 def searched(page) -> str:
-    return page.locator("#hybrid-path .turn").first.inner_text()
+    """The turn the badge says was searched, or what the badge shows instead (no turn: said at once, not timed out)."""
+    turn = page.locator("#hybrid-path .turn")
+    if turn.count():
+        return turn.first.inner_text()
+    return f"(no turn on the badge) {page.locator('#hybrid-path').inner_text()!r}"
+
+
+def settled(page, i: int) -> None:
+    """The badge becomes final; if it does not, say what it shows (a streamed "scoring" step, or Gradio's progress
+    overlay on it), which a bare timeout would not."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+    except PlaywrightTimeout:
+        shown = page.locator("#hybrid-path").evaluate("e => e.outerHTML")
+        raise AssertionError(f"try {i}: the badge never settled; it shows: {shown[:1500]}") from None
 
 
 def set_rerank_depth(page, value: int, wait: bool = False) -> None:
@@ -78,7 +94,7 @@ def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page):
         page.wait_for_timeout(100)
         run(page, TURN_B, wait=False)  # ... and B, cached, is Run ~100 ms later
         page.wait_for_timeout(watch_ms)  # an unguarded re-run of A has arrived by now
-        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+        settled(page, i)
         if TURN_B not in searched(page) or page.locator("#query textarea").input_value() != TURN_B:
             overwritten.append((i, searched(page)))
     assert overwritten == [], (f"the older re-run replaced the newer turn in {len(overwritten)} of {TRIES} tries: "
