@@ -156,19 +156,18 @@ class HybridRetriever:
                 reranked = ranked
                 candidates = [*ranked, *fused[len(ranked):]]
 
-        # 4. Parent dedup -> top_k -> minimum similarity -> the refusal rule; nothing left is a refusal.
+        # 4. The refusal rule, then parent dedup -> top_k -> minimum similarity; nothing left is a refusal.
         start = time.perf_counter()
         similarity, threshold_note = self.dense_branch.similarity_to(query, self._cache)
-        final, cut = finalize(candidates, s.top_k, s.min_similarity, similarity)
-        timings["dedup_threshold"] = (time.perf_counter() - start) * 1000
         decision = None
         if s.refusal_rule == "evidence" and path != "no_match" and candidates:
-            start = time.perf_counter()
+            began = time.perf_counter()
             missing = {"cross-encoder": rerank_why, "cosine": threshold_note}
             decision = _refusal(self, query, path, candidates, reranked, bm25, dense, similarity, missing, s)
-            timings["refusal"] = (time.perf_counter() - start) * 1000
-            final, cut, note = _apply_decision(decision, candidates, final, cut, similarity, s)
-            reasons.append(note)
+            timings["refusal"] = (time.perf_counter() - began) * 1000
+        final, cut, note = _final_cards(decision, candidates, similarity, s)
+        timings["dedup_threshold"] = (time.perf_counter() - start) * 1000 - timings.get("refusal", 0.0)
+        reasons.append(note)
         if threshold_note:
             reasons.append(threshold_note)
         if path != "no_match" and not final:
@@ -368,18 +367,18 @@ def _vocabulary_ahead(retriever: HybridRetriever) -> None:
     threading.Thread(target=retriever.refusal_vocabulary, name="refusal-vocabulary", daemon=True).start()
 
 
-def _apply_decision(decision: RefusalDecision, candidates: Sequence[Hit | FusedHit | RerankedHit],
-                    final: list[FinalHit], cut: list[FinalHit], similarity: Callable[[str], float] | None,
-                    s: Settings) -> tuple[list[FinalHit], list[FinalHit], str]:
-    """The cards the refusal rule's decision leaves, and a note: none when refused (each cut card says why); for a
-    turn it answered across languages (a Spanish turn about English cards, or the reverse) with an English
-    embedder, the cosine cut is not applied: it would cut the cards for their language, not their content."""
-    if decision.refused:
+def _final_cards(decision: RefusalDecision | None, candidates: Sequence[Hit | FusedHit | RerankedHit],
+                 similarity: Callable[[str], float] | None,
+                 s: Settings) -> tuple[list[FinalHit], list[FinalHit], str]:
+    """Parent dedup -> top_k -> the MIN_SIMILARITY cut, then what the refusal rule's decision leaves of it (nothing
+    when refused: each cut card says why), and a note for the level's reason. For a turn the rule answered across
+    languages (a Spanish turn about English cards, or the reverse) with an English embedder, the cut is not applied:
+    it would cut the cards for their language, not their content."""
+    across = similarity is not None and cosine_cut_skipped(decision, s)
+    final, cut = finalize(candidates, s.top_k, s.min_similarity, similarity, cut_below=not across)
+    if decision is not None and decision.refused:
         return [], [replace(h, rank=0, kept=False, cut_reason=f"refused: {decision.reason}") for h in final] + cut, ""
-    if similarity is not None and cosine_cut_skipped(decision, s):
-        final, cut = finalize(candidates, s.top_k, s.min_similarity, similarity, cut_below=False)
-        return final, cut, NO_CUT_ACROSS_LANGUAGES.format(model=s.embedding_model)
-    return final, cut, ""
+    return final, cut, NO_CUT_ACROSS_LANGUAGES.format(model=s.embedding_model) if across else ""
 
 
 def _describe(path: str, reasons: list[str]) -> str:
