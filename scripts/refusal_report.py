@@ -40,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from retrieval import calibration, refusal  # noqa: E402
+from retrieval.parents import cosine_cut_skipped  # noqa: E402
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_beir, load_cards, load_queries, split_cards  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
 
@@ -90,15 +91,15 @@ def collect(texts: list[str], retriever: Any, settings: Settings, cache: Path, l
     return {t: {lv: calibration.level_evidence(t, lv, filled[t][lv], vocabulary) for lv in LEVELS} for t in texts}
 
 
-def pipeline_refused(ev: refusal.RefusalEvidence | None, th: refusal.RefusalThresholds, min_sim: float) -> bool:
-    """The integrated decision: the rule, then the MIN_SIMILARITY cut on the top_k cards (none left: refused); the
-    cut is not applied to a turn the rule answered across languages (the English embedder, as the pipeline)."""
+def pipeline_refused(ev: refusal.RefusalEvidence | None, th: refusal.RefusalThresholds, s: Settings) -> bool:
+    """The integrated decision: the rule, then the MIN_SIMILARITY cut on the top_k cards (none left: refused), not
+    applied where the pipeline does not apply it (``retrieval.parents.cosine_cut_skipped``)."""
     if ev is None:
         return True
     decision = refusal.decide(ev, th)
     if decision.refused:
         return True
-    return not decision.cross_language and ev.best_cosine is not None and ev.best_cosine < min_sim
+    return not cosine_cut_skipped(decision, s) and ev.best_cosine is not None and ev.best_cosine < s.min_similarity
 
 
 def lazy_retriever(settings: Settings, chunks: list | None = None):
@@ -133,7 +134,6 @@ def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[st
 
 def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     sets, ev = shipped_evidence(args.cache, settings)
-    min_sim = settings.min_similarity
 
     def evs(spec: str, level: str) -> list:
         return [ev[t][level] for t in sets[spec]]
@@ -148,9 +148,9 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     after = refusal.RefusalThresholds(source="defaults")
     budgets = {}
     for level in LEVELS:
-        budget_en = sum(pipeline_refused(e, BEFORE, min_sim) for e in english[level])
+        budget_en = sum(pipeline_refused(e, BEFORE, settings) for e in english[level])
         budget_cl = max(int(args.crosslang_share * len(crosslang[level])),
-                        sum(pipeline_refused(e, BEFORE, min_sim) for e in crosslang[level]) if level != "full" else 0)
+                        sum(pipeline_refused(e, BEFORE, settings) for e in crosslang[level]) if level != "full" else 0)
         budgets[level] = (budget_en, budget_cl)
         search = NEW_ONLY.get(level, ()) if args.search == "new" else None
         after = calibration.choose([(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level,
@@ -167,9 +167,9 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
                "kind": "answerable (refused = false refusal)" if answerable else "refuse"}
         for level in LEVELS:
             for name, th in (("before", BEFORE), ("after", after)):
-                row[f"{level}:{name}"] = sum(pipeline_refused(e, th, min_sim) for e in evs(spec, level))
+                row[f"{level}:{name}"] = sum(pipeline_refused(e, th, settings) for e in evs(spec, level))
         rows.append(row)
-    examples = {spec: [t for t in sets[spec] if pipeline_refused(ev[t]["full"], after, min_sim) == (
+    examples = {spec: [t for t in sets[spec] if pipeline_refused(ev[t]["full"], after, settings) == (
         spec in DEV_POS or spec.startswith(("paraphrase", "crosslang")))][:12] for spec in sets}
     return {"rows": rows, "after": after.to_dict(), "tune_seconds": round(tune_s, 1), "budgets": budgets,
             "wrong_at_full": examples}
@@ -201,12 +201,12 @@ def open_corpus(args: argparse.Namespace, settings: Settings, name: str, cards_p
             continue
         row: dict[str, Any] = {"set": label, "split": "test", "n": len(texts), "kind": kind}
         for level in LEVELS:
-            row[f"{level}:before"] = sum(pipeline_refused(ev[t][level], BEFORE, s.min_similarity) for t in texts)
-            row[f"{level}:defaults"] = sum(pipeline_refused(ev[t][level], after, s.min_similarity) for t in texts)
-            row[f"{level}:after"] = sum(pipeline_refused(ev[t][level], cal.thresholds, s.min_similarity)
+            row[f"{level}:before"] = sum(pipeline_refused(ev[t][level], BEFORE, s) for t in texts)
+            row[f"{level}:defaults"] = sum(pipeline_refused(ev[t][level], after, s) for t in texts)
+            row[f"{level}:after"] = sum(pipeline_refused(ev[t][level], cal.thresholds, s)
                                         for t in texts)
         rows.append(row)
-    wrong = [t for t in answerable if pipeline_refused(ev[t]["full"], cal.thresholds, s.min_similarity)]
+    wrong = [t for t in answerable if pipeline_refused(ev[t]["full"], cal.thresholds, s)]
     return {"rows": rows, "calibration": cal.to_dict(), "calibration_seconds": round(cal_s, 1),
             "refused_at_full": wrong[:10]}
 
