@@ -346,6 +346,9 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
     pairs: list[int] = []
     prescore_ms: list[float] = []
     settle_ms: list[float] = []
+
+    def after_instrument() -> None:  # after the floor or a before turn: their spinning threads go first
+        settle_ms.append(settle() if settled else 0.0)
     old: dict[str, list[float]] = {"turn_ms": [], "rerank_ms": []}
     scorer = rerank_mod.load_reranker(settings.reranker_model)
     before = before and hasattr(scorer, "using")
@@ -353,7 +356,7 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
         for i, turn in enumerate(turns):
             if before and (n + i) % 2 == 0:
                 _before_turn(retriever, settings, turn, scorer, old)
-                settle_ms.append(settle() if settled else 0.0)
+                after_instrument()
             _clear_cache(retriever)
             result = retriever.retrieve(turn, settings)
             started = time.perf_counter()
@@ -371,12 +374,12 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
                 if floor is not None:
                     head = [retriever.by_id[h.chunk_id].indexed_text for h in result.fused[:REFERENCE_PAIRS]]
                     floor.time(result.query, head, result.timings_ms["rerank"])
-                    settle_ms.append(settle() if settled else 0.0)
+                    after_instrument()
             if control_k is not None:
                 control.append(_control(retriever, settings.replace(rrf_k=control_k), turn, scorer, calls))
             if before and (n + i) % 2 == 1:
                 _before_turn(retriever, settings, turn, scorer, old)
-                settle_ms.append(settle() if settled else 0.0)
+                after_instrument()
     return {"turn_ms": summary(totals), "stages_ms": {k: summary(v) for k, v in stages.items()},
             "dense_ms": summary(dense), "levels": dict(levels), "control_ms": summary(control),
             "settle_ms": summary(settle_ms),
