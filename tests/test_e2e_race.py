@@ -43,7 +43,7 @@ def searched(page) -> str:
     return f"(no turn on the badge) {page.locator('#hybrid-path').inner_text()!r}"
 
 
-def settled(page, i: int) -> None:
+def settled(page, where: str) -> None:
     """The badge becomes final; if it does not, say what it shows (a streamed "scoring" step, or Gradio's progress
     overlay on it), which a bare timeout would not."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -52,7 +52,7 @@ def settled(page, i: int) -> None:
         page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
     except PlaywrightTimeout:
         shown = page.locator("#hybrid-path").evaluate("e => e.outerHTML")
-        raise AssertionError(f"try {i}: the badge never settled; it shows: {shown[:1500]}") from None
+        raise AssertionError(f"{where}: the badge never settled; it shows: {shown[:1500]}") from None
 
 
 def set_rerank_depth(page, value: int, wait: bool = False) -> None:
@@ -64,7 +64,7 @@ def set_rerank_depth(page, value: int, wait: bool = False) -> None:
     box.press("Tab")
     if wait:
         page.wait_for_function(CHANGED, arg=before, timeout=TIMEOUT_MS)
-        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+        settled(page, f"reranker_max_input {value}")
 
 
 def run(page, text: str, wait: bool = True) -> None:
@@ -72,7 +72,7 @@ def run(page, text: str, wait: bool = True) -> None:
     page.locator("#run").click()
     if wait:
         expect()(page.locator("#hybrid-path .turn").first).to_contain_text(text, timeout=TIMEOUT_MS)
-        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+        settled(page, f"Run {text!r}")
 
 
 def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page):
@@ -94,7 +94,7 @@ def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page):
         page.wait_for_timeout(100)
         run(page, TURN_B, wait=False)  # ... and B, cached, is Run ~100 ms later
         page.wait_for_timeout(watch_ms)  # an unguarded re-run of A has arrived by now
-        settled(page, i)
+        settled(page, f"try {i}")
         if TURN_B not in searched(page) or page.locator("#query textarea").input_value() != TURN_B:
             overwritten.append((i, searched(page)))
     assert overwritten == [], (f"the older re-run replaced the newer turn in {len(overwritten)} of {TRIES} tries: "
