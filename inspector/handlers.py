@@ -318,7 +318,7 @@ def stream_rerun(query: str, *values: Any) -> Iterator[tuple[Any, ...]]:
     """``rerun_turn``'s badge and columns, streamed like ``stream_turn`` (a control that brings new pairs into the
     reranker's head); ``values`` as ``rerun_turn`` takes them."""
     if not isinstance(query, str) or not query.strip():
-        yield tuple(gr.skip() for _ in COLUMNS)
+        yield unchanged_columns()
         return
     controls, _, corpus = _rerun_values(values)
     yield from _stream(query, controls, corpus)
@@ -345,25 +345,91 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
 # stamps it as the event's last input, in the order the person acted), and a streamed turn drops its remaining
 # steps once a higher count of its session has reached the server, whichever of the two started first here.
 _NEWEST: dict[str, float] = {}
+# What the newest turn of each session searched (its query, controls and corpus): the details event that follows a
+# streamed turn fills the page below the columns only for that turn (``newest_details``).
+_NEWEST_TURN: dict[str, tuple[str, ...]] = {}
+# Steps an older turn yielded before the newer one arrived, not yet handed to the page: Gradio sends a yielded
+# step, then asks the stream for the next, so a step counts until its stream resumes (or is closed). A newer turn
+# waits for them before its own steps, so the page never receives an older step after a newer one (the race seen
+# as an older turn's "scoring" step left on the badge over the newer turn, tests/test_e2e_race.py).
+_IN_FLIGHT: dict[str, dict[float, int]] = {}
 _NEWEST_LOCK = threading.Lock()
+_HANDED_ON = threading.Condition(_NEWEST_LOCK)
+# How long a newer step waits at most for an older one: Gradio hands a step on in milliseconds; a stream whose
+# page went away may never be resumed, and then the newer turn goes on after this.
+OLDER_STEP_WAIT_S = 3.0
 
 
-def newest_only(stream: Any) -> Any:
-    """``stream`` (``stream_turn`` or ``stream_rerun``) as a page event whose last input is the page's count of turn
-    actions: every step it would show once a newer action of the same session has reached the server is dropped."""
+def unchanged_columns() -> tuple[Any, ...]:
+    """A step that changes none of the turn's columns. A dropped stream ends on it: Gradio's closing message of a
+    stream repeats its last step (or, for a stream that yielded nothing, sets every output to None, which empties
+    the badge), and that message can reach a page that has not yet cancelled the older event."""
+    return tuple(gr.skip() for _ in COLUMNS)
+
+
+def _turn_key(values: tuple[Any, ...] | list[Any], explained: bool) -> tuple[str, ...]:
+    """(query, every control, corpus) of a page event's ``values``: ``stream_turn``'s (query, controls, corpus) or,
+    ``explained``, ``stream_rerun``'s and ``turn_details``' (query, controls, explained sub-chunk, corpus)."""
+    n = len(CONTROLS) + 1
+    tail = values[n + 1:] if explained else values[n:]
+    return tuple(repr(v) for v in (*values[:n], *tail))
+
+
+def newest_only(stream: Any, explained: bool = False) -> Any:
+    """``stream`` (``stream_turn``, or ``stream_rerun`` with ``explained``) as a page event whose last input is the
+    page's count of turn actions: every step it would show once a newer action of the same session has reached the
+    server is dropped, and its steps go out only after any step of an older action that was already on its way."""
     def event(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:
         *values, seq = values
         session = getattr(request, "session_hash", None)
         mine = seq if isinstance(seq, (int, float)) and not isinstance(seq, bool) and math.isfinite(seq) else None
-        if session and mine is not None:
-            with _NEWEST_LOCK:
-                _NEWEST[session] = max(_NEWEST.get(session, mine), mine)
+        if not session or mine is None:
+            yield from stream(*values)
+            return
+        with _NEWEST_LOCK:
+            if mine >= _NEWEST.get(session, mine):
+                _NEWEST[session] = mine
+                _NEWEST_TURN[session] = _turn_key(values, explained)
         for step in stream(*values):
-            if session and mine is not None and _NEWEST.get(session, mine) > mine:
-                return
-            yield step
+            with _HANDED_ON:
+                _HANDED_ON.wait_for(lambda: not any(s < mine for s in _IN_FLIGHT.get(session, {})),
+                                    timeout=OLDER_STEP_WAIT_S)
+                if _NEWEST.get(session, mine) > mine:
+                    break
+                flying = _IN_FLIGHT.setdefault(session, {})
+                flying[mine] = flying.get(mine, 0) + 1
+            try:
+                yield step
+            finally:
+                with _HANDED_ON:
+                    flying = _IN_FLIGHT.get(session, {})
+                    flying[mine] = flying.get(mine, 1) - 1
+                    if flying.get(mine, 0) <= 0:
+                        flying.pop(mine, None)
+                    if not flying:
+                        _IN_FLIGHT.pop(session, None)
+                    _HANDED_ON.notify_all()
+        else:  # every step went out
+            return
+        yield unchanged_columns()  # the rest was dropped: end on a step that changes nothing (see its docstring)
 
     event.__name__ = stream.__name__
+    return event
+
+
+def newest_details(details: Any) -> Any:
+    """``turn_details`` as the page event after a streamed turn: it fills the page below the columns only if its
+    turn is still its session's newest (an older turn's stream that ended after a newer action arrived, because
+    the page had not yet cancelled it, would otherwise put its charts and export under the newer turn's columns)."""
+    def event(request: gr.Request, *values: Any) -> tuple[Any, ...]:
+        session = getattr(request, "session_hash", None)
+        with _NEWEST_LOCK:
+            newest = _NEWEST_TURN.get(session) if session else None
+        if newest is not None and newest != _turn_key(values, explained=True):
+            return tuple(gr.skip() for _ in DETAILS)
+        return details(*values)
+
+    event.__name__ = details.__name__
     return event
 
 
@@ -492,6 +558,8 @@ def end_session(request: gr.Request | None = None) -> None:
     session = getattr(request, "session_hash", None) or current_session()
     with _NEWEST_LOCK:
         _NEWEST.pop(session, None)
+        _NEWEST_TURN.pop(session, None)
+        _IN_FLIGHT.pop(session, None)
     with _EXPORT_LOCK:
         known = _SESSION_DIRS.pop(session, None)
     if known is not None:

@@ -344,14 +344,15 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # overlay: the badge's pending step is the turn's progress (a cancelled turn's overlay could stay on the badge).
     seq = gr.Number(0, visible=False, elem_id="turn-seq")  # stamped by turn_seq_js: see handlers.newest_only
 
-    def streamed(fn: Any, turn_inputs: list[Any]) -> dict[str, Any]:  # a turn event's keyword arguments
-        return dict(fn=handlers.newest_only(fn), inputs=[*turn_inputs, seq], js=turn_seq_js(len(turn_inputs) + 1),
+    def streamed(fn: Any, turn_inputs: list[Any], explained: bool) -> dict[str, Any]:  # a turn event's arguments
+        return dict(fn=handlers.newest_only(fn, explained), inputs=[*turn_inputs, seq],
+                    js=turn_seq_js(len(turn_inputs) + 1),
                     outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn", concurrency_limit=4,
                     preprocess=False, show_progress="hidden", trigger_mode="multiple", api_visibility="private")
 
-    turn = streamed(handlers.stream_turn, [*inputs, *tail])
-    rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail])
-    details = dict(fn=handlers.turn_details, inputs=[*inputs, o["explain_doc"], *tail],
+    turn = streamed(handlers.stream_turn, [*inputs, *tail], explained=False)
+    rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail], explained=True)
+    details = dict(fn=handlers.newest_details(handlers.turn_details), inputs=[*inputs, o["explain_doc"], *tail],
                    outputs=[o[name] for name in handlers.DETAILS], concurrency_id="turn", concurrency_limit=4,
                    preprocess=False, show_progress="hidden", api_visibility="private")
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)

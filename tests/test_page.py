@@ -3,7 +3,10 @@ the corpus's own words, and the badge's marks. The browser checks the geometry (
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+from typing import Any
 
 import gradio as gr
 
@@ -71,13 +74,71 @@ def test_an_older_streamed_turn_drops_its_steps_once_a_newer_one_of_its_session_
 
     older = event("s1", 1, "GS-40 E-07 what now (older, newest unit)")
     assert "scoring" in next(older)[1]  # its fused list is shown; the cross-encoder has pairs to score
-    other = list(event("s2", 1, "insulin pen storage (other session)"))
-    newer = list(event("s1", 3, "insulin pen storage (newer)"))
+    other = list(event("s2", 1, "insulin pen storage (other session)"))  # another session does not wait for it
+    # The older step is yielded but not handed on (Gradio sends a step, then resumes the stream): a newer turn of
+    # the same session waits for it, so the page cannot receive the older "scoring" step after the newer turn.
+    newer: list[Any] = []
+    waiting = threading.Thread(target=lambda: newer.extend(event("s1", 3, "insulin pen storage (newer)")))
+    waiting.start()
+    waiting.join(1.0)
+    assert waiting.is_alive() and newer == []
+    # resumed: its step went out; it stops, a newer action has arrived, on a step that changes nothing (Gradio's
+    # closing message of a stream repeats its last step, and would show the older "scoring" step again)
+    assert list(older) == [handlers.unchanged_columns()]
+    waiting.join(handlers.OLDER_STEP_WAIT_S)
+    assert not waiting.is_alive()
+    # an older action that reached the server last: nothing of it shows (a stream that yielded nothing would make
+    # Gradio set every column to None: the badge emptied)
     late = list(event("s1", 2, "a cancelled action that reached the server last"))
     assert newer and "level-full" in newer[-1][1] and other and "level-full" in other[-1][1]
-    assert list(older) == [] and late == []  # both would have replaced the newer turn
+    assert late == [handlers.unchanged_columns()] and all(v == gr.skip() for v in late[0])
+    assert handlers._IN_FLIGHT == {}
     handlers.end_session(SimpleNamespace(session_hash="s1"))
     assert "s1" not in handlers._NEWEST
+
+
+def test_a_newer_turns_steps_wait_until_an_older_step_on_its_way_is_handed_on():
+    """The order on the wire, without models: a step the older stream yielded before the newer action arrived goes
+    out first; the newer stream's steps follow once the older one is resumed (its step sent), not before."""
+    from types import SimpleNamespace
+
+    def steps(*names):
+        return lambda *values: iter([(name,) for name in names])
+
+    older = handlers.newest_only(steps("older fused", "older reranked"))(SimpleNamespace(session_hash="w1"), 1)
+    assert next(older) == ("older fused",)
+    newer: list[Any] = []
+    waiting = threading.Thread(target=lambda: newer.extend(
+        handlers.newest_only(steps("newer"))(SimpleNamespace(session_hash="w1"), 2)))
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive() and newer == []  # held: the older step is not handed on yet
+    assert list(older) == [handlers.unchanged_columns()]  # resumed, the older stream stops: a newer action arrived
+    waiting.join(handlers.OLDER_STEP_WAIT_S)
+    assert newer == [("newer",)] and handlers._IN_FLIGHT == {}
+    handlers.end_session(SimpleNamespace(session_hash="w1"))
+
+
+def test_an_older_turns_details_never_fill_the_page_under_a_newer_turn(ui):
+    """The event after a streamed turn (charts, export, everything below the columns) runs only for its session's
+    newest turn: an older turn whose stream ended after a newer action arrived leaves the page as it is."""
+    from types import SimpleNamespace
+
+    request = SimpleNamespace(session_hash="d1")
+    older, newer = "GS-40 E-07 what now (older details)", "insulin pen storage (newer details)"
+    for seq, text in ((1, older), (2, newer)):
+        list(handlers.newest_only(handlers.stream_turn)(request, text, *control_values(), None, seq))
+    details = handlers.newest_details(handlers.turn_details)
+    stale = details(request, older, *control_values(), None, None)
+    fresh = dict(zip(handlers.DETAILS, details(request, newer, *control_values(), None, None)))
+    assert stale == tuple(gr.skip() for _ in handlers.DETAILS)
+    assert newer in json.dumps(fresh["last_turn"])
+    # another session, or an event without one (the API), is not affected
+    other = dict(zip(handlers.DETAILS, details(SimpleNamespace(session_hash="d2"), older, *control_values(), None,
+                                               None)))
+    assert older in json.dumps(other["last_turn"])
+    handlers.end_session(request)
+    assert "d1" not in handlers._NEWEST_TURN
 
 
 def test_a_bad_turn_streams_its_message_once(ui):
