@@ -122,10 +122,19 @@ def pytest_configure(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Every test of a ``test_e2e_*`` file that uses its browser or app fixtures is a ``browser`` test, every test
-    of ``test_load.py`` a ``load`` test (a browser test in another file carries ``@pytest.mark.browser`` itself)."""
+    of ``test_load.py`` a ``load`` test (a browser test in another file carries ``@pytest.mark.browser`` itself).
+
+    Groups for ``pytest -n 2 --dist loadgroup`` (``make test``): the tests that drive the session's shared app
+    (``shipped_app``: browser, load and API tests) run in one worker, one after another, as without workers, so
+    the app starts once and their timing sees one page at a time; every other file is a group of its own (its
+    module fixtures built once), handed to whichever worker is free. The browser tests mostly wait on the app and
+    Chromium, so the other worker runs the rest meanwhile."""
     for item in items:
         name = item.path.name
-        if name.startswith("test_e2e_") and BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if name.startswith("test_e2e_") and BROWSER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.browser)
         elif name == "test_load.py":
             item.add_marker(pytest.mark.load)
+        shared_app = "shipped_app" in fixtures or item.get_closest_marker("browser") or name == "test_load.py"
+        item.add_marker(pytest.mark.xdist_group("shared-app" if shared_app else name))
