@@ -25,18 +25,17 @@ run: $(VENV)/.runtime
 
 # --durations=20: every run (CI's too, .ci/run calls this target) ends with the 20 slowest tests, so the cost of
 # a test stays visible; the whole suite must stay under 8 minutes on a quiet 2-core machine.
-# -n 2 --dist loadgroup (pytest-xdist): two worker processes; the tests of the session's shared app (browser, load)
-# run in one of them, in order, while the other takes the remaining files one by one (groups: tests/conftest.py).
-# TEST_WORKERS=0 runs everything in this one process, as before.
+# -n 2 (pytest-xdist): two worker processes; the files that drive the session's shared app (the browser tests) run
+# in one of them, in order, while the other takes the remaining files one by one (the scheduler: tests/conftest.py,
+# which pytest reads before the workers start because `tests` is named). TEST_WORKERS=0: one process, as before.
 TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadgroup
 
 test: $(VENV)/.dev
-	$(PY) -m pytest -q $(XDIST) --durations=20
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 tests
 
 # Markers set in tests/conftest.py: `browser` (a real Chromium against a launched app), `load` (20 concurrent sessions).
 test-fast: $(VENV)/.dev
-	$(PY) -m pytest -q $(XDIST) -m "not browser and not load" --durations=10
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not browser and not load" --durations=10 tests
 
 # No network at run time: the app under strace (start-up, one turn, 30 s) makes no DNS query and no outside connect.
 check-network: $(VENV)/.runtime

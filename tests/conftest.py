@@ -122,19 +122,40 @@ def pytest_configure(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Every test of a ``test_e2e_*`` file that uses its browser or app fixtures is a ``browser`` test, every test
-    of ``test_load.py`` a ``load`` test (a browser test in another file carries ``@pytest.mark.browser`` itself).
-
-    Groups for ``pytest -n 2 --dist loadgroup`` (``make test``): the tests that drive the session's shared app
-    (``shipped_app``: browser, load and API tests) run in one worker, one after another, as without workers, so
-    the app starts once and their timing sees one page at a time; every other file is a group of its own (its
-    module fixtures built once), handed to whichever worker is free. The browser tests mostly wait on the app and
-    Chromium, so the other worker runs the rest meanwhile."""
+    of ``test_load.py`` a ``load`` test (a browser test in another file carries ``@pytest.mark.browser`` itself)."""
     for item in items:
         name = item.path.name
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if name.startswith("test_e2e_") and BROWSER_FIXTURES & fixtures:
+        if name.startswith("test_e2e_") and BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
         elif name == "test_load.py":
             item.add_marker(pytest.mark.load)
-        shared_app = "shipped_app" in fixtures or item.get_closest_marker("browser") or name == "test_load.py"
-        item.add_marker(pytest.mark.xdist_group("shared-app" if shared_app else name))
+
+
+# ------------------------------------------------------------------------------------------- two test workers
+# `make test` runs pytest-xdist with two workers. The files that drive the session's shared app (``shipped_app``:
+# they ask for it, or import the browser fixtures that do) are one unit of work, run by one worker in file order as
+# without workers, so the app starts once and sees one page at a time; every other file is a unit of its own, handed
+# to whichever worker is free. The browser tests mostly wait on the app and Chromium, so the other worker runs the
+# rest meanwhile. (xdist's own `--dist loadgroup` marks do not work with pytest 9: they rename a test's node id,
+# which pytest 9 no longer reads from the attribute xdist sets.)
+SHARED_APP = "the session's shared app"
+
+
+def _drives_the_shared_app(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return path.name != "conftest.py" and ("shipped_app" in text or "from tests.test_e2e_browser import" in text)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from functools import lru_cache
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = lru_cache(maxsize=None)(lambda file: _drives_the_shared_app(Path(config.rootpath) / file))
+
+    class SharedAppTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return SHARED_APP if shared(file) else file
+
+    return SharedAppTogether(config, log)

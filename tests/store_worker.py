@@ -4,9 +4,10 @@ the store its environment names (``CHROMA_HOST``), and answers one JSON line per
 
 Commands: ``{"op": "upload", "path", "name", "token"}``, ``{"op": "list"}``, ``{"op": "turn", "corpus", "text"}``,
 ``{"op": "delete", "name", "token"}``, ``{"op": "add", "path", "name"}`` (what ``index PATH`` does, without
-embedding), ``{"op": "index", "name"}`` (start or join the corpus's indexing job and wait for it), ``{"op":
-"add_many", "folder", "names"}``, ``{"op": "quit"}``. A command that raises answers ``{"error": ...}`` with its
-traceback, so a test can tell a handler's clear message from a crash.
+embedding), ``{"op": "index", "name", "start_at"}`` (start or join the corpus's indexing job, at the wall-clock
+time ``start_at`` if given, and wait for it), ``{"op": "add_many", "folder", "names"}``, ``{"op": "quit"}``. A
+command that raises answers ``{"error": ...}`` with its traceback, so a test can tell a handler's clear message
+from a crash.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -56,6 +58,8 @@ def main() -> None:
             return {"names": made}
         if op == "index":
             data = Registry(settings).open(cmd["name"])
+            if cmd.get("start_at"):  # a wall-clock time both processes wait for: they start indexing together
+                time.sleep(max(0.0, float(cmd["start_at"]) - time.time()))
             snap = start_index(data, settings).wait(900)
             from retrieval.corpora import retriever_for
 

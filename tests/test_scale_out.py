@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,10 @@ def test_two_processes_indexing_one_corpus_end_with_one_complete_collection(two)
     path = root / "together.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     added = a("add", path=str(path), name="together")
-    ra, rb = both(a, b, "index", {"name": "together"}, {"name": "together"})
+    # both start at one wall-clock moment, whatever each took to receive the command and open the corpus (on a busy
+    # machine one process could finish the 120 sub-chunks before the other began, and the race would not be run)
+    command = {"name": "together", "start_at": time.time() + 3.0}
+    ra, rb = both(a, b, "index", command, command)
     assert ra["status"] == rb["status"] == "done", (ra, rb)
     assert ra["built"] and rb["built"], (ra, rb)  # both embedded into it at once (neither found it complete)
     assert ra["collection"] == rb["collection"] and ra["total"] == added["chunks"]
