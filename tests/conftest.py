@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -129,6 +130,8 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.browser)
         elif name == "test_load.py":
             item.add_marker(pytest.mark.load)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the shared app's unit first: it is the longest (see below)
+        items.sort(key=lambda item: not _drives_the_shared_app(item.path))
 
 
 # ------------------------------------------------------------------------------------------- two test workers
@@ -141,21 +144,22 @@ def pytest_collection_modifyitems(config, items) -> None:
 SHARED_APP = "the session's shared app"
 
 
+@functools.lru_cache(maxsize=None)
 def _drives_the_shared_app(path: Path) -> bool:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     return path.name != "conftest.py" and ("shipped_app" in text or "from tests.test_e2e_browser import" in text)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: pytest without it (-p no:xdist) runs as before
 def pytest_xdist_make_scheduler(config, log):
-    from functools import lru_cache
-
     from xdist.scheduler import LoadScopeScheduling
 
-    shared = lru_cache(maxsize=None)(lambda file: _drives_the_shared_app(Path(config.rootpath) / file))
+    root = Path(config.rootpath)
+    config.option.loadscopereorder = False  # units in collection order: the shared app's first, started at once
 
     class SharedAppTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             file = nodeid.split("::", 1)[0]
-            return SHARED_APP if shared(file) else file
+            return SHARED_APP if _drives_the_shared_app(root / file) else file
 
     return SharedAppTogether(config, log)
