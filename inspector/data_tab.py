@@ -107,7 +107,8 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
     path = getattr(file, "name", file)
     keep_picker = gr.Dropdown()
     if not path:
-        return (_message("Choose a file to upload first."), progress_html(None), current, None,
+        return (_message("Choose a file to upload first. If you just chose one, wait until the box shows it "
+                         "uploaded (no 'Uploading' left), then press Add."), progress_html(None), current, None,
                 gr.Timer(active=False), keep_picker)
     shown = Path(getattr(file, "orig_name", None) or path).name
     if not Path(path).is_file():

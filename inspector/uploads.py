@@ -33,6 +33,10 @@ class Ledger:
 
     limits: Limits
     files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    # Uploads of the same path not yet adopted or refused. Gradio names an upload by its content's hash, so two
+    # people uploading the same file (a class given one corpus) share one path: the first one's adoption must not
+    # delete what the second is about to add ("no longer on the server").
+    pending: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _sweeper: threading.Thread | None = None
@@ -42,6 +46,7 @@ class Ledger:
         for path, (client, size, _) in list(self.files.items()):
             if not os.path.exists(path):  # deleted by the Data tab, the sweeper or Gradio's own cache cleanup
                 del self.files[path]
+                self.pending.pop(path, None)
                 continue
             per[client] = per.get(client, 0) + size
         return per, sum(per.values())
@@ -76,6 +81,7 @@ class Ledger:
                     self.files[_key(path)] = (client, os.path.getsize(path), now)
                 except OSError:
                     continue
+                self.pending[_key(path)] = self.pending.get(_key(path), 0) + 1
             if paths and self._sweeper is None:
                 self._sweeper = threading.Thread(target=self._sweep_forever, name="upload-sweeper", daemon=True)
                 self._sweeper.start()
@@ -87,21 +93,28 @@ class Ledger:
             old = [p for p, (_, _, at) in self.files.items() if now - at > self.limits.upload_unused_s]
             for path in old:
                 del self.files[path]
+                self.pending.pop(path, None)
         for path in old:
             _remove(path)
         return len(old)
 
     def discard(self, path: str | os.PathLike | None) -> bool:
-        """Delete an upload this route recorded (a corpus adopted its cards, or it failed validation); any other
-        path is left alone. True if it was one."""
+        """Delete an upload this route recorded (a corpus adopted its cards, or it failed validation) once no other
+        upload of the same file waits for its Add; any other path is left alone. True if it was one."""
         if not path:
             return False
         key = _key(path)
         with self.lock:
-            known = self.files.pop(key, None)
-        if known is not None:
+            known = key in self.files
+            left = self.pending.get(key, 1) - 1
+            if known and left > 0:
+                self.pending[key] = left
+            elif known:
+                del self.files[key]
+                self.pending.pop(key, None)
+        if known and left <= 0:
             _remove(key)
-        return known is not None
+        return known
 
     def _sweep_forever(self) -> None:
         while True:

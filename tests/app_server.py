@@ -39,6 +39,9 @@ class AppServer:
         self.log_path = workdir / "app.log"
         self.env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(self.port),
                     "CORPUS_PATH": str(corpus), "CHROMA_PATH": str(workdir / "chroma"),
+                    # its own Gradio cache: Gradio names an upload by its content, so two apps of one run uploading
+                    # the same file into a shared folder would delete it from under each other
+                    "GRADIO_TEMP_DIR": str(workdir / "gradio-cache"),
                     "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                     **(extra_env or {})}
         self.proc: subprocess.Popen | None = None

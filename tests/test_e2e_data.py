@@ -152,6 +152,9 @@ def upload(page, path: Path) -> None:
         except PlaywrightTimeout:
             if attempt == 2:
                 raise
+    # ... and has finished sending it: Add pressed while the box still says "Uploading 1 file..." sends no file (on
+    # a busy machine the page then said "Choose a file to upload first" and nothing was indexed)
+    expect()(page.locator("#corpus-upload")).not_to_contain_text("Uploading", timeout=TIMEOUT_MS)
     page.locator("#corpus-add").click()
 
 

@@ -49,6 +49,18 @@ def test_an_upload_no_corpus_adopted_is_deleted_after_the_unused_time(tmp_path):
     assert book.admit("alice", MB) is None  # deleted uploads no longer count
 
 
+def test_the_same_file_uploaded_twice_stays_until_both_uploads_are_added(tmp_path):
+    """Gradio names an upload by its content: two people uploading one file share its path. The first Add must not
+    delete it from under the second ("no longer on the server")."""
+    book = Ledger(Limits())
+    shared = _upload(tmp_path, "class-corpus.jsonl", 100)
+    book.settle("alice", 100, [shared])
+    book.settle("bob", 100, [shared])  # the same bytes: the same path
+    assert book.discard(shared) and Path(shared).exists()  # alice's Add: bob's upload still waits
+    assert book.discard(shared) and not Path(shared).exists()  # bob's Add: now it goes
+    assert not book.discard(shared)  # and is no longer known
+
+
 def test_only_recorded_uploads_are_ever_deleted(tmp_path):
     book = Ledger(Limits())
     mine = tmp_path / "corpus.jsonl"
