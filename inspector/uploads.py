@@ -28,25 +28,23 @@ FORM_OVERHEAD = 64_000  # multipart headers and boundaries around the one file a
 
 @dataclass
 class Ledger:
-    """The uploads this process's route accepted and not yet removed: path -> (client, bytes, time), plus the bytes
-    of requests still being received (reserved at their declared length, so parallel requests cannot overshoot)."""
+    """The uploads this process's route accepted and not yet removed: path -> (client, bytes, time, uploads), plus
+    the bytes of requests still being received (reserved at their declared length, so parallel requests cannot
+    overshoot). ``uploads`` counts the uploads of that path not yet added or refused: Gradio names an upload by its
+    content's hash, so two people uploading the same file (a class given one corpus) share one path, and the first
+    one's Add must not delete what the second is about to add ("no longer on the server")."""
 
     limits: Limits
-    files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
-    # Uploads of the same path not yet adopted or refused. Gradio names an upload by its content's hash, so two
-    # people uploading the same file (a class given one corpus) share one path: the first one's adoption must not
-    # delete what the second is about to add ("no longer on the server").
-    pending: dict[str, int] = field(default_factory=dict)
+    files: dict[str, tuple[str, int, float, int]] = field(default_factory=dict)
     reserved: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _sweeper: threading.Thread | None = None
 
     def _kept(self) -> tuple[dict[str, int], int]:
         per: dict[str, int] = dict(self.reserved)
-        for path, (client, size, _) in list(self.files.items()):
+        for path, (client, size, _, _) in list(self.files.items()):
             if not os.path.exists(path):  # deleted by the Data tab, the sweeper or Gradio's own cache cleanup
                 del self.files[path]
-                self.pending.pop(path, None)
                 continue
             per[client] = per.get(client, 0) + size
         return per, sum(per.values())
@@ -77,11 +75,12 @@ class Ledger:
             else:
                 self.reserved.pop(client, None)
             for path in paths:
+                key = _key(path)
+                uploads = self.files[key][3] + 1 if key in self.files else 1
                 try:
-                    self.files[_key(path)] = (client, os.path.getsize(path), now)
+                    self.files[key] = (client, os.path.getsize(path), now, uploads)
                 except OSError:
                     continue
-                self.pending[_key(path)] = self.pending.get(_key(path), 0) + 1
             if paths and self._sweeper is None:
                 self._sweeper = threading.Thread(target=self._sweep_forever, name="upload-sweeper", daemon=True)
                 self._sweeper.start()
@@ -90,10 +89,9 @@ class Ledger:
         """Delete the uploads older than ``UPLOAD_UNUSED_S``; returns how many."""
         now = time.time() if now is None else now
         with self.lock:
-            old = [p for p, (_, _, at) in self.files.items() if now - at > self.limits.upload_unused_s]
+            old = [p for p, (_, _, at, _) in self.files.items() if now - at > self.limits.upload_unused_s]
             for path in old:
                 del self.files[path]
-                self.pending.pop(path, None)
         for path in old:
             _remove(path)
         return len(old)
@@ -105,16 +103,13 @@ class Ledger:
             return False
         key = _key(path)
         with self.lock:
-            known = key in self.files
-            left = self.pending.get(key, 1) - 1
-            if known and left > 0:
-                self.pending[key] = left
-            elif known:
-                del self.files[key]
-                self.pending.pop(key, None)
-        if known and left <= 0:
+            known = self.files.pop(key, None)
+            if known is not None and known[3] > 1:  # another upload of the same file waits for its Add
+                self.files[key] = (*known[:3], known[3] - 1)
+                return True
+        if known is not None:
             _remove(key)
-        return known
+        return known is not None
 
     def _sweep_forever(self) -> None:
         while True:
