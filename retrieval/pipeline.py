@@ -75,7 +75,8 @@ class HybridRetriever:
         if chunks is None:
             chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
         self.chunks: tuple[Chunk, ...] = tuple(chunks)
-        self.by_id, self.parent_of = {c.chunk_id: c for c in self.chunks}, {c.chunk_id: c.parent_id for c in self.chunks}
+        self.by_id = {c.chunk_id: c for c in self.chunks}
+        self.parent_of = {c.chunk_id: c.parent_id for c in self.chunks}
         started = time.perf_counter()
         self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
         self.bm25_build_ms = (time.perf_counter() - started) * 1000
