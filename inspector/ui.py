@@ -98,6 +98,7 @@ def build_app() -> gr.Blocks:
         restore_links(app)  # opening a share link restores its state and runs the turn
         app.unload(handlers.end_session)  # the page closed: its exports go with it
         app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
+        app.unload(why_view.end_session)  # and the card it picked to judge
     return app
 
 

@@ -14,6 +14,7 @@ tab; ``build_tune`` builds the Evaluation tab part; the function ``attach`` retu
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ import gradio as gr
 from inspector import handlers, jobs
 from inspector.render import esc, render_message
 from retrieval.corpora import SHIPPED
-from retrieval.judgments import GRADES, JudgmentStore, check_grade
+from retrieval.judgments import GRADES, JudgmentStore, check_grade, turn_key
 from retrieval.query import QueryError, clean_query
 from retrieval.why import WhyNot, cards_of, explain, find_card
 
@@ -102,6 +103,7 @@ def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values
             why = explain(turn.retriever, turn.query, card, turn.settings, budget_s=SEARCH_BUDGET_S)
             out.append(render_why(why, side))
         choices = _choices(turn.retriever, turn.result, extra=why.card_id)
+        remember_pick(handlers.current_session(), turn.query, corpus, why.card_id)
         return out[0], out[1] if len(out) > 1 else "", gr.Dropdown(choices=choices, value=why.card_id)
     except (QueryError, ValueError) as exc:
         return render_message(str(exc)), "", gr.skip()
@@ -126,14 +128,52 @@ def _corpus_name(corpus: str | None) -> str:
     return corpus or SHIPPED
 
 
+# session -> (turn key, corpus, card id): the card a session last picked to judge (by the Why not…? box or by hand).
+# The judge picker is refilled after every turn, as the last event of the turn's chain; a person who asks "Why not
+# X?" while that chain is still running (the charts come first) would otherwise see the refill wipe X out of the
+# picker, and Save would then say "pick a card" (seen in CI on a slow machine).
+_PICKS: dict[str, tuple[str, str, str]] = {}
+_PICKS_LOCK = threading.Lock()
+
+
+def remember_pick(session: str | None, query: str, corpus: str | None, card_id: str | None) -> None:
+    """Note the card ``session`` picked to judge for ``query`` (no session, as in the CLI and tests: nothing kept)."""
+    if not session:
+        return
+    with _PICKS_LOCK:
+        if card_id:
+            _PICKS[session] = (turn_key(query), _corpus_name(corpus), card_id)
+        else:
+            _PICKS.pop(session, None)
+
+
+def pick_for(session: str | None, query: str, corpus: str | None) -> str | None:
+    """The card ``session`` picked for this very turn (same words, same corpus), if any."""
+    with _PICKS_LOCK:
+        pick = _PICKS.get(session) if session else None
+    return pick[2] if pick and pick[:2] == (turn_key(query), _corpus_name(corpus)) else None
+
+
+def end_session(request: gr.Request | None = None) -> None:
+    """The page closed (Gradio's ``unload``): forget its pick."""
+    remember_pick(getattr(request, "session_hash", None) or handlers.current_session(), "", None, None)
+
+
+def picked(query: str, card: str | None, corpus: str | None, request: gr.Request) -> None:
+    """Callback: the person chose a card in the judge picker by hand; a refill for the same turn keeps it."""
+    remember_pick(getattr(request, "session_hash", None), query, corpus, card)
+
+
 def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, str]:
-    """After a turn: the judge picker's cards (the four columns) and this turn's judgments."""
+    """After a turn: the judge picker's cards (the four columns, and the card this session already picked for this
+    turn, which stays picked) and this turn's judgments."""
     try:
         turn = handlers.execute(query, dict(zip(CONTROLS, a_values)), corpus)
     except (QueryError, ValueError):
         return gr.Dropdown(choices=[], value=None), ""
-    return gr.Dropdown(choices=_choices(turn.retriever, turn.result), value=None), _judged(turn.query, corpus,
-                                                                                          turn.retriever)
+    pick = pick_for(handlers.current_session(), turn.query, corpus)
+    return (gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick), value=pick),
+            _judged(turn.query, corpus, turn.retriever))
 
 
 def _judged(query: str, corpus: str | None, retriever) -> str:
@@ -142,8 +182,6 @@ def _judged(query: str, corpus: str | None, retriever) -> str:
     except Exception as exc:
         log.warning("judgments unavailable: %s", exc)
         return render_message(f"Judgments are unavailable ({type(exc).__name__}): the store cannot be read.")
-    from retrieval.judgments import turn_key
-
     mine = [j for j in rows if turn_key(j.turn) == turn_key(query)]
     return render_judged({j.card_id: j.grade for j in mine}, {j.card_id: j.made_at for j in mine},
                          cards_of(retriever))
@@ -203,6 +241,7 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
     card.submit(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", **private)
     for event in turn_events:
         event.then(judged_view, [query, corpus_box, *a_list], [judge, judged], **private)
+    judge.input(picked, [query, judge, corpus_box], None, queue=False, **private)
     save.click(save_judgment, [query, judge, grade, corpus_box], judged, **private)
 
     def wire_apply(app: gr.Blocks) -> None:

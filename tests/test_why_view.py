@@ -34,6 +34,29 @@ def test_bad_cards_and_turns_are_escaped_messages(ui):
     assert "turn is empty" in a
 
 
+def test_the_refill_after_a_turn_keeps_the_card_the_session_picked_for_that_turn(ui):
+    # the picker is refilled as the last event of a turn's chain; a Why not…? answered before it must stay picked
+    from gradio.context import LocalContext
+
+    values = control_values()
+    token = LocalContext.request.set(gr.Request(session_hash="session-a"))
+    try:
+        _, _, judge = why_view.why_not(TURN, "olvido-dosis", None, False, *_values(ui))
+        assert judge.value == "olvido-dosis"
+        refill, _ = why_view.judged_view(TURN.lower(), None, *values)  # the same turn: the pick stays
+        assert refill.value == "olvido-dosis" and refill.choices[0][1] == "olvido-dosis"
+        assert why_view.judged_view("a different turn", None, *values)[0].value is None  # a new turn: cleared
+    finally:
+        LocalContext.request.reset(token)
+    token = LocalContext.request.set(gr.Request(session_hash="session-b"))
+    try:  # another session's refill of the same turn knows nothing of session-a's pick
+        assert why_view.judged_view(TURN, None, *values)[0].value is None
+    finally:
+        LocalContext.request.reset(token)
+    why_view.end_session(gr.Request(session_hash="session-a"))
+    assert why_view.pick_for("session-a", TURN, None) is None
+
+
 def test_a_judgment_saved_in_the_page_is_in_the_store(ui, mini_settings):
     turn = "why-view test turn about E-07"
     store = JudgmentStore(mini_settings)
