@@ -9,12 +9,14 @@ and as the span attribute ``agent.hybrid_path``. A request never fails because a
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -72,23 +74,23 @@ class HybridRetriever:
                  progress: Progress | None = None, cache_size: int = 4096, embedder: Embedder | None = None,
                  cancel: threading.Event | None = None, attach: str | None = None) -> None:
         self.settings = s = settings or Settings.from_env()
-        if chunks is None:
-            chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
-        self.chunks: tuple[Chunk, ...] = tuple(chunks)
-        self.by_id = {c.chunk_id: c for c in self.chunks}
-        self.parent_of = {c.chunk_id: c.parent_id for c in self.chunks}
-        started = time.perf_counter()
-        self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
-        self.bm25_build_ms = (time.perf_counter() - started) * 1000
-        self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
-        self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
-        self._cache, self.using = LRU(cache_size), InUse()  # per-turn values; in use: get_retriever never evicts it
-        self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
-                                        attach=attach)
-        if s.refusal_rule == "evidence":
-            _vocabulary_ahead(self)
+        with _chroma_ahead(s):  # chromadb imports while the models, the cards and BM25 load
+            if chunks is None:
+                chunks = split_cards(load_cards(s.corpus_path), DEFAULT_CHUNK_WORDS)
+            self.chunks: tuple[Chunk, ...] = tuple(chunks)
+            self.by_id = {c.chunk_id: c for c in self.chunks}
+            self.parent_of = {c.chunk_id: c.parent_id for c in self.chunks}
+            started = time.perf_counter()
+            self.bm25 = BM25Index(self.chunks, s.bm25_tokenizer)
+            self.bm25_build_ms = (time.perf_counter() - started) * 1000
+            self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
+            self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
+            self._cache, self.using = LRU(cache_size), InUse()  # per-turn values; in use: get_retriever never evicts it
+            self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
+                                            attach=attach)
+            if s.refusal_rule == "evidence":
+                _vocabulary_ahead(self)
 
-    # The dense branch's state, as the CLI, the inspector and the tests read it.
     dense = property(lambda self: self.dense_branch.store, doc="The Chroma store, or None if unavailable.")
     embedder = property(lambda self: self.dense_branch.embedder, doc="The embedding model, or None.")
     dense_error = property(lambda self: self.dense_branch.error, doc="Why the dense branch is unavailable.")
@@ -358,6 +360,37 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
 
 NO_CUT_ACROSS_LANGUAGES = ("MIN_SIMILARITY not applied: the turn is in another language than most cards, which "
                            "{model}'s cosine does not compare (the refusal rule judged it)")
+
+
+@contextlib.contextmanager
+def _chroma_ahead(s: Settings) -> Iterator[None]:
+    """Import chromadb on a side thread while this one loads the cross-encoder (once per process: here rather than
+    in the first turn), then runs the block (the cards, BM25, the embedder, the store). The import is
+    ~0.6 s of Python (most of a cold start's 1 s, issue 20) and the model sessions are native work that runs
+    without the GIL, so the two overlap on two cores (README "Speed"). The dense branch imports chromadb itself
+    when it opens the store: Python's import lock makes it wait for this import, never run it twice; the block's
+    end waits for it too, whatever happened. onnxruntime and tokenizers are imported first, here, so the two
+    threads never import the same module."""
+    if "chromadb" in sys.modules:  # nothing to overlap: the cross-encoder loads in the first turn, as it did
+        yield
+        return
+    import onnxruntime  # noqa: F401  (see the docstring)
+    import tokenizers  # noqa: F401
+
+    def warm() -> None:
+        try:
+            import chromadb  # noqa: F401
+        except Exception:  # not installed or broken: the dense branch says so when it imports it
+            pass
+
+    thread = threading.Thread(target=warm, name="import-chromadb", daemon=True)
+    thread.start()
+    try:
+        if s.hybrid_enabled and not s.simulate_reranker_failure:
+            load_reranker(s.reranker_model)
+        yield
+    finally:
+        thread.join()
 
 
 def _vocabulary_ahead(retriever: HybridRetriever) -> None:
