@@ -171,9 +171,9 @@ def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, st
         turn = handlers.execute(query, dict(zip(CONTROLS, a_values)), corpus)
     except (QueryError, ValueError):
         return gr.Dropdown(choices=[], value=None), ""
-    pick = pick_for(handlers.current_session(), turn.query, corpus)
-    return (gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick), value=pick),
-            _judged(turn.query, corpus, turn.retriever))
+    judged = _judged(turn.query, corpus, turn.retriever)  # reads the store: can take a while on a busy machine
+    pick = pick_for(handlers.current_session(), turn.query, corpus)  # so read last: a Why not…? answered meanwhile
+    return gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick), value=pick), judged
 
 
 def _judged(query: str, corpus: str | None, retriever) -> str:

@@ -57,6 +57,26 @@ def test_the_refill_after_a_turn_keeps_the_card_the_session_picked_for_that_turn
     assert why_view.pick_for("session-a", TURN, None) is None
 
 
+def test_a_why_not_answered_while_the_refill_reads_the_store_stays_picked(ui, monkeypatch):
+    # CI: the refill read the pick, then the judgments store (slow under load); a Why not…? answered in between and
+    # the refill's older "nothing picked" landed after it. The refill must read the pick after the store.
+    from gradio.context import LocalContext
+
+    read_store = why_view._judged
+
+    def store_read_during_which_a_why_not_is_answered(*args):
+        why_view.why_not(TURN, "olvido-dosis", None, False, *_values(ui))
+        return read_store(*args)
+
+    monkeypatch.setattr(why_view, "_judged", store_read_during_which_a_why_not_is_answered)
+    token = LocalContext.request.set(gr.Request(session_hash="session-c"))
+    try:
+        assert why_view.judged_view(TURN, None, *control_values())[0].value == "olvido-dosis"
+    finally:
+        LocalContext.request.reset(token)
+        why_view.end_session(gr.Request(session_hash="session-c"))
+
+
 def test_a_judgment_saved_in_the_page_is_in_the_store(ui, mini_settings):
     turn = "why-view test turn about E-07"
     store = JudgmentStore(mini_settings)
