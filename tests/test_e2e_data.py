@@ -139,7 +139,7 @@ def upload(page, path: Path) -> None:
     for attempt in range(3):  # the box re-renders when the previous upload is cleared: a file set meanwhile is lost
         box = page.locator("#corpus-upload input[type=file]")
         try:
-            box.wait_for(state="attached", timeout=30_000)
+            box.wait_for(state="attached", timeout=10_000)
         except PlaywrightTimeout:  # the box still shows the previous file (its clearing never arrived): clear it as
             shown = page.locator("#corpus-upload").inner_text()  # a user would, with its x button
             clear = page.locator("#corpus-upload button[aria-label='Clear']")
