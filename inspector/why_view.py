@@ -13,9 +13,11 @@ tab; ``build_tune`` builds the Evaluation tab part; the function ``attach`` retu
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,9 +115,10 @@ def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values
             gr.skip()
 
 
-def _choices(retriever, result, extra: str | None = None) -> list[tuple[str, str]]:
+def _choices(retriever, result, extra: str | None = None, titles: Mapping[str, str] | None = None
+             ) -> list[tuple[str, str]]:
     """The cards of the four columns (and ``extra``), as (title (id), id)."""
-    titles = cards_of(retriever)
+    titles = cards_of(retriever) if titles is None else titles
     seen: list[str] = [extra] if extra else []
     for hits in (result.bm25.hits, result.dense.hits, result.fused, result.reranked, result.final):
         for h in hits:
@@ -128,30 +131,40 @@ def _corpus_name(corpus: str | None) -> str:
     return corpus or SHIPPED
 
 
-# session -> (turn key, corpus, card id): the card a session last picked to judge (by the Why not…? box or by hand).
-# The judge picker is refilled after every turn, as the last event of the turn's chain; a person who asks "Why not
-# X?" while that chain is still running (the charts come first) would otherwise see the refill wipe X out of the
-# picker, and Save would then say "pick a card" (seen in CI on a slow machine).
-_PICKS: dict[str, tuple[str, str, str]] = {}
+# session -> (digest of the turn key, corpus, card id): the card a session last picked to judge (by the Why not…? box
+# or by hand). The judge picker is refilled after every turn, as the last event of the turn's chain; a person who asks
+# "Why not X?" while that chain is still running (the charts come first) would otherwise see the refill wipe X out of
+# the picker, and Save would then say "pick a card" (seen in CI on a slow machine). One small entry per session,
+# the oldest dropped past MAX_PICKS (an API client never closes its page).
+_PICKS: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
 _PICKS_LOCK = threading.Lock()
+MAX_PICKS = 4096
+MAX_CARD_ID_CHARS = 512
+
+
+def _turn_digest(query: str) -> str:
+    return hashlib.sha256(turn_key(query).encode("utf-8", "replace")).hexdigest()
 
 
 def remember_pick(session: str | None, query: str, corpus: str | None, card_id: str | None) -> None:
     """Note the card ``session`` picked to judge for ``query`` (no session, as in the CLI and tests: nothing kept)."""
     if not session:
         return
+    keep = isinstance(card_id, str) and 0 < len(card_id) <= MAX_CARD_ID_CHARS
+    entry = (_turn_digest(str(query or "")), _corpus_name(corpus), card_id) if keep else None
     with _PICKS_LOCK:
-        if card_id:
-            _PICKS[session] = (turn_key(query), _corpus_name(corpus), card_id)
-        else:
-            _PICKS.pop(session, None)
+        _PICKS.pop(session, None)
+        if entry is not None:
+            _PICKS[session] = entry
+            while len(_PICKS) > MAX_PICKS:
+                _PICKS.popitem(last=False)
 
 
 def pick_for(session: str | None, query: str, corpus: str | None) -> str | None:
     """The card ``session`` picked for this very turn (same words, same corpus), if any."""
     with _PICKS_LOCK:
         pick = _PICKS.get(session) if session else None
-    return pick[2] if pick and pick[:2] == (turn_key(query), _corpus_name(corpus)) else None
+    return pick[2] if pick and pick[:2] == (_turn_digest(query), _corpus_name(corpus)) else None
 
 
 def end_session(request: gr.Request | None = None) -> None:
@@ -173,7 +186,9 @@ def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, st
         return gr.Dropdown(choices=[], value=None), ""
     judged = _judged(turn.query, corpus, turn.retriever)  # reads the store: can take a while on a busy machine
     pick = pick_for(handlers.current_session(), turn.query, corpus)  # so read last: a Why not…? answered meanwhile
-    return gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick), value=pick), judged
+    titles = cards_of(turn.retriever)
+    pick = pick if pick in titles else None  # a hand pick is whatever the client sent
+    return gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick, titles=titles), value=pick), judged
 
 
 def _judged(query: str, corpus: str | None, retriever) -> str:

@@ -55,6 +55,29 @@ def test_the_refill_after_a_turn_keeps_the_card_the_session_picked_for_that_turn
         LocalContext.request.reset(token)
     why_view.end_session(gr.Request(session_hash="session-a"))
     assert why_view.pick_for("session-a", TURN, None) is None
+    # a hand pick is what the client sent: kept only if it is a card of the corpus, and only so much of it
+    token = LocalContext.request.set(gr.Request(session_hash="session-d"))
+    try:
+        why_view.picked(TURN, "<img src=x onerror=alert(1)>", None, gr.Request(session_hash="session-d"))
+        assert why_view.pick_for("session-d", TURN, None) == "<img src=x onerror=alert(1)>"
+        assert why_view.judged_view(TURN, None, *values)[0].value is None
+        why_view.picked(TURN, "x" * 10_000, None, gr.Request(session_hash="session-d"))
+        assert why_view.pick_for("session-d", TURN, None) is None
+    finally:
+        LocalContext.request.reset(token)
+
+
+def test_picks_are_one_per_session_and_the_oldest_go_past_the_cap(monkeypatch):
+    monkeypatch.setattr(why_view, "MAX_PICKS", 3)
+    for n in range(5):
+        why_view.remember_pick(f"cap-{n}", TURN, None, "gs40-e07")
+    assert [why_view.pick_for(f"cap-{n}", TURN, None) for n in range(5)] == [None, None, *["gs40-e07"] * 3]
+    why_view.remember_pick("cap-4", "another turn", None, "olvido-dosis")  # a new pick replaces the session's last
+    assert why_view.pick_for("cap-4", TURN, None) is None
+    assert why_view.pick_for("cap-4", "ANOTHER  turn", None) == "olvido-dosis"  # case and spaces do not matter
+    assert why_view.pick_for("cap-4", "another turn", "bicycles") is None  # another corpus
+    for n in range(5):
+        why_view.remember_pick(f"cap-{n}", "", None, None)
 
 
 def test_a_why_not_answered_while_the_refill_reads_the_store_stays_picked(ui, monkeypatch):
