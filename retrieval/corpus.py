@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import json
@@ -70,6 +71,8 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 return
             lineno += 1
             raw = raw.rstrip(b"\r\n")
+            if lineno == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)  # Excel and Notepad start a UTF-8 file with one
             if len(raw) > MAX_LINE_BYTES:
                 raise CorpusError(
                     f"{path}:{lineno}: line is longer than {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES in "

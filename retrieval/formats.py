@@ -9,6 +9,7 @@ uploaded files are data, never executed, and only ever written under the data fo
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import os
@@ -204,8 +205,9 @@ def _sibling_reader(folder: Path):
 
 # ------------------------------------------------------------------------------------------------ lines
 def _lines(data: bytes, name: str, out: _Collector):
-    """``(line number, text)`` of each line; a line that is not UTF-8 is a problem naming the line."""
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+    """``(line number, text)`` of each line; a line that is not UTF-8 is a problem naming the line. A leading
+    byte-order mark (Excel, Notepad) is not part of the first line."""
+    for lineno, raw in enumerate(data.removeprefix(codecs.BOM_UTF8).split(b"\n"), start=1):
         raw = raw.rstrip(b"\r")
         try:
             yield lineno, raw.decode("utf-8")
@@ -251,6 +253,17 @@ def _text_field(obj: dict[str, Any], key: str, where: str, out: _Collector, *, r
     return value.strip() or default
 
 
+def _id_field(obj: dict[str, Any], key: str, where: str, out: _Collector) -> str | None:
+    """An id field: a string, or a whole number written without quotes (``"id": 7`` is the card ``"7"``)."""
+    value = obj.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value is not None and not isinstance(value, str):
+        out.add(f"{where}: field {key!r} must be a string or a whole number, got {type(value).__name__}.")
+        return None
+    return _text_field(obj, key, where, out)
+
+
 class _Cards:
     """Cards under construction: duplicate ids, card length and card count checked as they come."""
 
@@ -283,13 +296,14 @@ class _Cards:
 
 
 def parse_cards_jsonl(data: bytes, name: str, limits: Limits) -> Loaded:
-    """Cards JSONL, the shipped schema: ``id``, ``title``, ``text`` required; ``lang`` (default ``en``) and
-    ``topic`` (default ``general``) optional."""
+    """Cards JSONL, the shipped schema: ``id`` (a string or a whole number) and ``text`` required; ``title``
+    (default empty, as in BEIR), ``lang`` (default ``en``) and ``topic`` (default ``general``) optional."""
     out = _Collector()
     cards = _Cards(limits, out)
     for lineno, obj in _json_objects(data, name, out):
         where = f"{name}:{lineno}"
-        values = {key: _text_field(obj, key, where, out) for key in ("id", "title", "text")}
+        values = {"id": _id_field(obj, "id", where, out), "text": _text_field(obj, "text", where, out),
+                  "title": _text_field(obj, "title", where, out, required=False)}
         lang = _text_field(obj, "lang", where, out, required=False, default="en")
         topic = _text_field(obj, "topic", where, out, required=False, default="general")
         if None in values.values() or lang is None or topic is None:
@@ -309,7 +323,7 @@ def _load_beir_files(corpus: bytes, name: str, reader, limits: Limits) -> Loaded
     cards = _Cards(limits, out)
     for lineno, obj in _json_objects(corpus, name, out):
         where = f"{name}:{lineno}"
-        doc_id = _text_field(obj, "_id", where, out)
+        doc_id = _id_field(obj, "_id", where, out)
         text = _text_field(obj, "text", where, out, allow_empty=True)
         title = _text_field(obj, "title", where, out, required=False)
         if doc_id is None or text is None or title is None:
@@ -352,7 +366,7 @@ def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[s
     queries: list[LabeledQuery] = []
     for lineno, obj in _json_objects(raw_queries, "queries.jsonl", out):
         where = f"queries.jsonl:{lineno}"
-        qid = _text_field(obj, "_id", where, out)
+        qid = _id_field(obj, "_id", where, out)
         text = _text_field(obj, "text", where, out)
         if qid is not None and text is not None and qid in qrels:
             queries.append(LabeledQuery(id=qid, text=text, category="beir", relevant=qrels[qid]))
@@ -368,8 +382,9 @@ def _check_labels(queries: tuple[LabeledQuery, ...], cards: tuple[Card, ...], wh
 
 
 def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") -> Loaded:
-    """CSV or TSV with a header row holding ``id``, ``title`` and ``text`` (any case; ``lang``, ``topic``
-    optional). Rows are numbered as lines of the file, the header being line 1."""
+    """CSV or TSV with a header row holding ``id`` and ``text`` (any case; ``title``, ``lang``, ``topic``
+    optional). Rows are numbered as lines of the file, the header being line 1. A .csv whose header holds more
+    semicolons than commas is read with ``;`` (Excel writes them where the comma is the decimal mark)."""
     out = _Collector()
     try:
         text = data.decode("utf-8-sig")
@@ -378,6 +393,9 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
         raise LoadError([f"{name}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the file). "
                          "Save the file as UTF-8."]) from None
     csv.field_size_limit(max(limits.max_card_chars * 4, 131072))
+    first = text.partition("\n")[0]
+    if delimiter == "," and first.count(";") > first.count(","):
+        delimiter = ";"
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     kind = "TSV" if delimiter == "\t" else "CSV"
     try:
@@ -387,12 +405,13 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
     if not header:
         raise LoadError([f"{name}: empty file; the first row must name the columns id, title, text."])
     columns = {h.strip().lower(): i for i, h in enumerate(header)}
-    missing = [c for c in ("id", "title", "text") if c not in columns]
+    missing = [c for c in ("id", "text") if c not in columns]
     if missing:
         found = ", ".join(repr(h) for h in header[:10])
         raise LoadError([f"{name}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} in the "
-                         f"header (found {found}). The first row must name the columns id, title, text "
-                         "(any case; lang and topic optional)."])
+                         f"header (found {found}). The first row must name the columns id and text "
+                         "(any case; title, lang and topic optional), separated by commas or semicolons (tabs in a "
+                         ".tsv)."])
     cards = _Cards(limits, out)
     while True:
         try:
@@ -413,7 +432,7 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
                 return default
             return row[i].strip() if i < len(row) else ""
 
-        values = {col: cell(col) for col in ("id", "title", "text")}
+        values = {col: cell(col, "") for col in ("id", "title", "text")}
         empty = [col for col in ("id", "text") if not values[col]]
         for col in empty:
             out.add(f"{where}: column {col!r} is empty.")

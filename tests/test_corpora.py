@@ -163,7 +163,7 @@ def test_missing_csv_column_names_the_header(tmp_path):
     path.write_text("Id,Body\n1,text\n", encoding="utf-8")
     with pytest.raises(LoadError) as exc:
         load_any(path)
-    assert "cards.csv:1: missing columns title, text in the header (found 'Id', 'Body')" in problems(exc)
+    assert "cards.csv:1: missing column text in the header (found 'Id', 'Body')" in problems(exc)
 
 
 def test_duplicate_ids_name_both_lines(tmp_path):

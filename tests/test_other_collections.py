@@ -1,0 +1,97 @@
+"""Someone else's collection, as people actually save it: a byte-order mark (Excel, Notepad), numeric ids, no title
+field, a CSV written with semicolons (Excel in most of Europe). Each is read as the person meant it, or refused
+with a message naming the file and the line."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+from retrieval.formats import load_any
+
+BOM = "\ufeff"
+ROWS = [{"id": "b1", "title": "Tyre pressure", "text": "Road tyres run at 80 to 100 psi. Check them weekly."},
+        {"id": "b2", "title": "Chain", "text": "Lubricate the chain every 300 km and wipe off the excess."}]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def lines(rows: list[dict], end: str = "\n") -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + end for r in rows)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_card(tmp_path):
+    write(tmp_path / "queries.jsonl", BOM + lines([{"id": "q1", "text": "chain oil", "lang": "en",
+                                                     "category": "semantic", "relevant": {"b2": 2}}], "\r\n"))
+    loaded = load_any(write(tmp_path / "cards.jsonl", BOM + lines(ROWS, "\r\n")))  # the CLI reads queries beside
+    assert [c.id for c in loaded.cards] == ["b1", "b2"]
+    assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 2})]
+
+
+def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_path):
+    folder = tmp_path / "set"
+    (folder / "qrels").mkdir(parents=True)
+    write(folder / "corpus.jsonl", BOM + lines([{"_id": r["id"], "title": r["title"], "text": r["text"]}
+                                                for r in ROWS]))
+    write(folder / "queries.jsonl", BOM + lines([{"_id": "q1", "text": "how often do I oil the chain"}]))
+    write(folder / "qrels" / "test.tsv", BOM + "q1\tb2\t1\n")  # no header row: the first row is data
+    loaded = load_any(folder)
+    assert [c.id for c in loaded.cards] == ["b1", "b2"]
+    assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 1})]
+
+
+def test_numeric_ids_are_read_as_text_and_still_checked_for_duplicates(tmp_path):
+    loaded = load_any(write(tmp_path / "cards.jsonl", lines([{**r, "id": n} for n, r in enumerate(ROWS, 1)])))
+    assert [c.id for c in loaded.cards] == ["1", "2"]
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    write(folder / "corpus.jsonl", lines([{"_id": n, "title": "", "text": r["text"]} for n, r in enumerate(ROWS, 1)]))
+    write(folder / "queries.jsonl", lines([{"_id": 7, "text": "chain oil"}]))
+    write(folder / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n7\t2\t1\n")
+    assert [(q.id, q.relevant) for q in load_any(folder).queries] == [("7", {"2": 1})]
+    dup = write(tmp_path / "dup.jsonl", lines([{**ROWS[0], "id": 1}, {**ROWS[1], "id": "1"}]))
+    try:
+        load_any(dup)
+    except ValueError as exc:
+        assert "dup.jsonl:2: field 'id': duplicate id '1' (first seen at dup.jsonl:1)" in str(exc)
+    else:
+        raise AssertionError("a duplicate id was accepted")
+    bad = write(tmp_path / "bad.jsonl", lines([{**ROWS[0], "id": 1.5}, {**ROWS[1], "id": True}]))
+    try:
+        load_any(bad)
+    except ValueError as exc:
+        assert "bad.jsonl:1: field 'id' must be a string or a whole number, got float" in str(exc)
+        assert "bad.jsonl:2: field 'id' must be a string or a whole number, got bool" in str(exc)
+    else:
+        raise AssertionError("a float id was accepted")
+
+
+def test_cards_without_titles_are_read_in_every_format(tmp_path):
+    untitled = [{"id": r["id"], "text": r["text"]} for r in ROWS]
+    assert [c.title for c in load_any(write(tmp_path / "cards.jsonl", lines(untitled))).cards] == ["", ""]
+    csv_cards = load_any(write(tmp_path / "cards.csv", "id,text\nb1,Road tyres run at 80 psi.\n")).cards
+    assert [(c.id, c.title, c.text) for c in csv_cards] == [("b1", "", "Road tyres run at 80 psi.")]
+
+
+def test_a_semicolon_csv_with_quoted_newlines_and_extra_columns_is_read(tmp_path):
+    path = write(tmp_path / "cards.csv", BOM + 'ID;Title;Text;Author\r\nb1;Tyre pressure;"Road tyres, 80 psi.\r\n'
+                 'Check weekly.";x\r\nb2;Kette;"Öl alle 300 km; Überschuss abwischen.";y\r\n')
+    loaded = load_any(path)
+    assert [(c.id, c.title) for c in loaded.cards] == [("b1", "Tyre pressure"), ("b2", "Kette")]
+    assert loaded.cards[0].text == "Road tyres, 80 psi.\r\nCheck weekly."
+    assert loaded.cards[1].text == "Öl alle 300 km; Überschuss abwischen."
+
+
+def test_a_zip_of_markdown_with_byte_order_marks_and_crlf(tmp_path):
+    path = tmp_path / "notes.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("docs/a/chain.md", BOM + "# Chain\r\n\r\nLubricate it every 300 km.\r\n")
+        zf.writestr("docs/b/frenos.md", "# Frenos\n\nLas pastillas se cambian a 1,5 mm.")
+    loaded = load_any(path)
+    assert [(c.id, c.title, c.text) for c in loaded.cards] == [
+        ("docs/a/chain", "Chain", "Lubricate it every 300 km."), ("docs/b/frenos", "Frenos",
+                                                                 "Las pastillas se cambian a 1,5 mm.")]
