@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -148,11 +149,13 @@ def update_classroom(*values: Any) -> tuple[str, str, go.Figure, go.Figure]:
     """Callback: ``SLOTS`` x (name, ranking text, weight), then k -> term table, lessons, two figures."""
     *slots, k = values
     try:
-        k = int(k)
+        k = _whole_k(k)
         rankings: dict[str, list[str]] = {}
         weights: dict[str, float] = {}
         for i in range(SLOTS):
             name, text, weight = slots[3 * i: 3 * i + 3]
+            if not isinstance(name or "", str) or not isinstance(text or "", str):
+                raise ValueError(f"list {i + 1}: its name and its ranking are text (ids separated by commas).")
             name = (name or "").strip() or f"List {i + 1}"
             ranking = parse_ranking(text or "", name)
             if not ranking:
@@ -171,16 +174,30 @@ def update_classroom(*values: Any) -> tuple[str, str, go.Figure, go.Figure]:
 def update_fusions(bm25_text: str, dense_text: str, k: float) -> str:
     """Callback: the two scored lists -> raw sum, min-max and RRF side by side."""
     try:
+        if not isinstance(bm25_text or "", str) or not isinstance(dense_text or "", str):
+            raise ValueError("the scored lists are text: id:score pairs separated by commas.")
+        k = _whole_k(k)
         scored = {"BM25": parse_scored(bm25_text or "", "BM25"), "Dense": parse_scored(dense_text or "", "Dense")}
         scored = {n: v for n, v in scored.items() if v}
-        return fusions_html(score_fusions(scored, int(k)), scored, int(k))
+        return fusions_html(score_fusions(scored, k), scored, k)
     except (TypeError, ValueError) as exc:
         return error_html(str(exc))
 
 
+def _whole_k(value: Any) -> int:
+    """The k slider's value as a whole number (a client may send anything), or a ValueError saying what k takes."""
+    try:
+        k = float(value)
+    except (TypeError, ValueError):
+        k = math.nan
+    if not math.isfinite(k):
+        raise ValueError(f"k must be a number (the slider goes from 1 to 200), got {str(value)[:40]!r}.")
+    return int(k)
+
+
 def preset_values(preset: str) -> list[Any]:
     """The (name, ranking text, weight) of every slot for a preset; unused slots are emptied."""
-    lists = PRESETS.get(preset) or PRESETS[DEFAULT_PRESET]
+    lists = (PRESETS.get(preset) if isinstance(preset, str) else None) or PRESETS[DEFAULT_PRESET]
     out: list[Any] = []
     for i in range(SLOTS):
         if i < len(lists):

@@ -73,7 +73,7 @@ def follow_corpus(corpus: str | None, current: str | None) -> Any:
     """Callback: the session's corpus changed. Rescan; preselect it if it has labeled turns, else keep the choice."""
     choices = corpus_choices()
     names = {v for _, v in choices}
-    wanted = corpus or SHIPPED
+    wanted = corpus if isinstance(corpus, str) and corpus else SHIPPED
     return gr.update(choices=choices, value=wanted if wanted in names else current if current in names else SHIPPED)
 
 
@@ -106,15 +106,15 @@ def summary_html(report: Mapping[str, Any]) -> str:
     test = ("<p>Not enough answerable turns for a paired test.</p>" if not sig else
             f"<p id='ab-significance'><b>B vs A</b> on {esc(sig['metric'])} of the full lists: difference "
             f"{sig['diff']:+.4f} (95% CI {sig['ci_low']:+.4f} to {sig['ci_high']:+.4f}), p = {sig['p_value']:.4f} "
-            f"(paired randomization test, seed {sig['seed']}, {sig['resamples']} resamples); B fixed "
-            f"{sig['fixed']} turns, broke {sig['broke']}, tied {sig['ties']}.</p>")
+            f"(paired randomization test, seed {esc(sig['seed'])}, {esc(sig['resamples'])} resamples); B fixed "
+            f"{esc(sig['fixed'])} turns, broke {esc(sig['broke'])}, tied {esc(sig['ties'])}.</p>")
     turns, total = len(report["turns"]), report.get("total_turns", len(report["turns"]))
     scored = f"{turns} labeled turns" if turns >= total else esc(sampled(turns, total, report))
     index = report.get("b_index")
     model = (f" B scored on its own index of {esc(index['embedding_model'])}"
              f"{' (indexed for this comparison)' if index.get('built') else ''}." if index else "")
     return (f"<div class='eval-tab'><p id='ab-scope'>Corpus {esc(report['dataset'])}: {scored}, "
-            f"{report.get('wall_seconds', '?')} s. B changes: {esc(changed)}.{model}</p>"
+            f"{esc(report.get('wall_seconds', '?'))} s. B changes: {esc(changed)}.{model}</p>"
             f"<table><tr><th>configuration</th>{''.join(f'<th>{m}</th>' for m in METRICS)}</tr>{rows}</table>"
             f"{test}</div>")
 
@@ -131,7 +131,7 @@ def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> st
         page = state.PageState(query=t["text"], a=a, b=b, compare=True, corpus=report.get("corpus"))
         href = "./" + state.encode(page, defaults)
         kind = "fixed" if t["delta"] > 0 else "broke"
-        out.append(f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{t['delta']}'>"
+        out.append(f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{esc(t['delta'])}'>"
                    f"<td>{esc(t['id'])}</td><td class='text'><a href='{esc(href)}' target='_self' "
                    f"class='ab-open'>{esc(t['text'])}</a></td><td>{_num(t[f'a_{METRIC}'])}</td>"
                    f"<td>{_num(t[f'b_{METRIC}'])}</td><td class='{kind}'>{t['delta']:+.4f}</td></tr>")

@@ -165,12 +165,17 @@ def _typed(values: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def _text(value: Any) -> str | None:
+    """A page value that should be text: itself, or None when it is empty or not text (a client may send anything)."""
+    return value if isinstance(value, str) and value else None
+
+
 def share_link(base: str, query: str, compare_on: bool, doc: str | None, a: Mapping[str, Any],
                b: Mapping[str, Any], corpus: str | None = None, preset: str | None = None) -> str:
     """The link that reopens this case: ``base`` (the page's address) + the encoded state (the session's corpus
     included unless it is the shipped cards; B's preset named when B started from one)."""
-    page = state.PageState(query=query or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=doc or None,
-                           corpus=corpus or None, preset=preset or None)
+    page = state.PageState(query=_text(query) or "", a=dict(a), b=dict(b), compare=bool(compare_on),
+                           doc=_text(doc), corpus=_text(corpus), preset=_text(preset))
     return (base or "") + state.encode(page, handlers.default_controls())
 
 
@@ -283,13 +288,14 @@ def _view(query: str, kept: Mapping[str, Any], ticked: Mapping[str, Sequence[str
 def tick(query: str, marks: list[str] | None, ticked: dict | None) -> dict:
     """The user ticked or unticked relevant cards for this turn (kept for the session)."""
     ticked = dict(ticked or {})
-    ticked[turn_key(query or "")] = list(marks or [])
+    marks = marks if isinstance(marks, (list, tuple)) else []  # a page value: anything may come
+    ticked[turn_key(_text(query) or "")] = [m for m in marks if isinstance(m, str)]
     return ticked
 
 
 def apply_preset(preset: str | None, *a_values: Any) -> list[Any]:
     """B's controls for a preset (``retrieval.compare.PRESETS``)."""
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         return [gr.skip() for _ in CONTROLS]
     values = preset_values(preset, _typed(a_values), handlers.default_controls())
     return [values[name] for name in CONTROLS]

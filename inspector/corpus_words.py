@@ -58,13 +58,14 @@ def _registry() -> Registry:
 def words_for(corpus: str | None) -> CorpusWords:
     """The words for the session's corpus (a registry name; None or "" = the shipped cards). A corpus that cannot be
     read gets its name and an explanation instead of examples; this never raises."""
-    name = (corpus or "").strip() or SHIPPED
+    name = (corpus.strip() if isinstance(corpus, str) else "") or SHIPPED  # a page value: anything may come
     try:
         data = _registry().open(name)
     except Exception as exc:  # unknown, deleted meanwhile, unreadable: say so, keep the page working
         log.warning("corpus %r: %s", name, exc)
-        return CorpusWords(name, False, 0, 0, "Type a turn about this corpus", (),
-                           f"The corpus {name!r} could not be read ({exc}). Open another in the Data tab.")
+        shown = name[:80]  # a hostile name is not echoed whole into the banner, label and hint
+        return CorpusWords(shown, False, 0, 0, "Type a turn about this corpus", (),
+                           f"The corpus {shown!r} could not be read ({exc}). Open another in the Data tab.")
     return _words(data)
 
 

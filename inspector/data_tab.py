@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,15 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
         return (_message("Choose a file to upload first. If you just chose one, wait until the box shows it "
                          "uploaded (no 'Uploading' left), then press Add."), progress_html(None), current, None,
                 gr.Timer(active=False), keep_picker)
+    if not isinstance(path, (str, os.PathLike)):  # a client may send anything: only an uploaded file's path is one
+        return (_message("That is not an uploaded file: choose a file in the upload box, then press Add."),
+                progress_html(None), current, None, gr.Timer(active=False), keep_picker)
     shown = Path(getattr(file, "orig_name", None) or path).name
-    if not Path(path).is_file():
+    try:
+        found = Path(path).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        found = False
+    if not found:
         return (_message(f"{shown} is no longer on the server: an upload not indexed within "
                          f"{Limits.from_env().upload_unused_s:g} s is deleted. Upload it again."), progress_html(None),
                 current, None, gr.Timer(active=False), keep_picker)

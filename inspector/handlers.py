@@ -486,8 +486,11 @@ def explain(last_turn: dict[str, Any] | None, chunk_id: str | None) -> str:
         return render.render_message(f"Could not explain this document ({type(exc).__name__}: {exc}).")
 
 
-def on_model_change(model: str) -> float:
-    """The embedding model changed: preselect its threshold (cosine scales differ between models)."""
+def on_model_change(model: str) -> Any:
+    """The embedding model changed: preselect its threshold (cosine scales differ between models); a value that is
+    not a model name leaves the threshold as it is (the turn that follows says what is wrong with it)."""
+    if not isinstance(model, str):
+        return gr.skip()
     return suggested_min_similarity(model)
 
 

@@ -102,7 +102,7 @@ def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapp
         elif key == COMPARE:
             flag = _flag(raw)
             if flag is None:
-                problems.append(f"compare={raw!r} is not on or off: use compare=1 or compare=0; compare is off.")
+                problems.append(f"compare={raw[:20]!r} is not on or off: use compare=1 or compare=0; compare is off.")
             explicit = bool(flag)
         elif key == PRESET:
             if raw in PRESETS:

@@ -240,6 +240,9 @@ class Registry(_Changes):
         Raises:
             ValueError: no such corpus; the message lists the names there are.
         """
+        if name_or_path is not None and not isinstance(name_or_path, str):
+            raise ValueError(f"a corpus is named by text (e.g. {SHIPPED!r}), not by a {type(name_or_path).__name__}: "
+                             "pick one in the Data tab.")
         wanted = (name_or_path or SHIPPED).strip()
         entries = self.entries()
         found = next((e for e in entries if e.name == wanted), None) or (_by_path(wanted, entries) if paths else None)
