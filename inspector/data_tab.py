@@ -136,7 +136,8 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
     out = _begin(data.entry.name, current)
     note = "" if new else f" (same content as {data.entry.name}, indexed before: reused)"
     message = _message(f"{shown}: {data.entry.cards:,} cards, {data.entry.chunks:,} sub-chunks, "
-                       f"{data.entry.turns} labeled turns{note}. " + ("Indexing..." if out[3] else "Ready."), "info")
+                       f"{data.entry.turns} labeled turns{note}. " + ("Indexing..." if out[3] else "Ready.")
+                       + "".join(f"\n{n}" for n in data.notes), "info")
     return (message, *out[1:], gr.Dropdown(choices=picker_choices(), value=data.entry.name))
 
 

@@ -134,6 +134,8 @@ def run_index(args: argparse.Namespace) -> int:
     else:
         data, new = registry.add(os.path.abspath(args.path), args.name)
     print(f"{'registered' if new else 'already registered'}: {data.entry.label()}", file=sys.stderr)
+    for note in data.notes:
+        print(f"note: {note}", file=sys.stderr)
     job = start_index(data, settings)
     while job.running:
         snap = job.wait(1.0)

@@ -93,6 +93,7 @@ class CorpusData:
     cards: tuple[Card, ...]
     chunks: tuple[Chunk, ...]
     queries: tuple[LabeledQuery, ...]
+    notes: tuple[str, ...] = ()  # what reading the file skipped (``Loaded.notes``): set by ``Registry.add`` only
 
     @property
     def key(self) -> str | None:
@@ -316,8 +317,8 @@ class Registry(_Changes):
         from the page (its temporary file is read, nothing of it is kept on disk), deletable from the page only by
         the session holding ``owner`` (a secret token); otherwise the CLI indexed it and the page never deletes it.
 
-        Returns the loaded corpus and whether it was new (False: the same content is in the store already, and
-        that corpus, with its dense collections, is reused). A file that does not validate changes nothing.
+        Returns the loaded corpus and whether it was new (False: the same cards and labeled turns are in the store
+        already, and that corpus, with its dense collections, is reused). A file that does not validate changes nothing.
 
         Raises:
             LoadError: every problem found (file, line or row, field), or the MAX_CORPORA limit.
@@ -332,7 +333,9 @@ class Registry(_Changes):
             rows = self._records(writing=True, strict=True)
             for row in rows:
                 if row.get("fingerprint") == fp and row.get("state") == "ready" and row.get("origin") != "attach":
-                    return self.load(entry_of(row)), False
+                    same = self.load(entry_of(row))
+                    if same.queries == tuple(loaded.queries):  # the same cards with other labeled turns are new
+                        return dataclasses.replace(same, notes=loaded.notes), False
             if len(rows) >= self.limits.max_corpora:
                 raise LoadError([f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
                                  f"{self.limits.max_corpora}); delete one in the Data tab first."])
@@ -344,7 +347,7 @@ class Registry(_Changes):
             final = corpus_store.create(self.settings, sanitise(name or Path(shown).stem), taken, meta,
                                         loaded.cards, loaded.queries)
         entry = entry_of({**meta, "name": final, "collection": corpus_store.PREFIX + final})
-        data = CorpusData(entry, tuple(loaded.cards), tuple(chunks), tuple(loaded.queries))
+        data = CorpusData(entry, tuple(loaded.cards), tuple(chunks), tuple(loaded.queries), loaded.notes)
         return _remember(("store", self.settings.chroma_host or self.settings.chroma_path, final, fp, entry.added),
                          data), True
 

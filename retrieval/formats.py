@@ -340,15 +340,17 @@ def _load_beir_files(corpus: bytes, name: str, reader, limits: Limits) -> Loaded
     raw_queries = read("queries.jsonl")
     if splits and raw_queries is not None:
         split = next((s for s in splits if s.endswith("/test.tsv")), splits[0])
-        queries = _beir_queries(raw_queries, read(split) or b"", split, {c.id for c in cards.cards}, out)
-        notes.append(f"labeled turns from queries.jsonl and {split}")
+        queries = _beir_queries(raw_queries, read(split) or b"", split, {c.id for c in cards.cards}, out, notes)
+        notes.insert(0, f"labeled turns from queries.jsonl and {split}")
         out.check()
     return Loaded("beir", tuple(cards.cards), queries, tuple(notes))
 
 
-def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[str],
-                  out: _Collector) -> tuple[LabeledQuery, ...]:
+def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[str], out: _Collector,
+                  notes: list[str]) -> tuple[LabeledQuery, ...]:
+    """The labeled turns; judgements naming a card or a query the set lacks are skipped and said in ``notes``."""
     qrels: dict[str, dict[str, int]] = {}
+    unknown_cards: list[str] = []
     for lineno, line in _lines(raw_qrels, split, out):
         row = line.split("\t")
         if not line.strip() or (lineno == 1 and not row[-1].strip().lstrip("-").isdigit()):
@@ -361,15 +363,28 @@ def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[s
         except ValueError:
             out.add(f"{split}:{lineno}: column 'score' must be an integer, got {row[-1]!r}.")
             continue
-        if grade > 0 and row[-2].strip() in known:
+        if grade > 0 and row[-2].strip() not in known:
+            unknown_cards.append(row[-2].strip())
+        elif grade > 0:
             qrels.setdefault(row[0].strip(), {})[row[-2].strip()] = grade
     queries: list[LabeledQuery] = []
+    asked: set[str] = set()
     for lineno, obj in _json_objects(raw_queries, "queries.jsonl", out):
         where = f"queries.jsonl:{lineno}"
         qid = _id_field(obj, "_id", where, out)
         text = _text_field(obj, "text", where, out)
+        asked.add(qid or "")
         if qid is not None and text is not None and qid in qrels:
             queries.append(LabeledQuery(id=qid, text=text, category="beir", relevant=qrels[qid]))
+    unasked = sorted(set(qrels) - asked)
+    if unknown_cards:
+        one = len(unknown_cards) == 1
+        notes.append(f"{len(unknown_cards)} judgement{'' if one else 's'} in {split} name{'s' if one else ''} a card "
+                     f"id not in corpus.jsonl (e.g. {unknown_cards[0]!r}): skipped")
+    if unasked:
+        one = len(unasked) == 1
+        notes.append(f"{len(unasked)} judged query id{'' if one else 's'} {'is' if one else 'are'} not in "
+                     f"queries.jsonl (e.g. {unasked[0]!r}): skipped")
     return tuple(queries)
 
 

@@ -95,3 +95,64 @@ def test_a_zip_of_markdown_with_byte_order_marks_and_crlf(tmp_path):
     assert [(c.id, c.title, c.text) for c in loaded.cards] == [
         ("docs/a/chain", "Chain", "Lubricate it every 300 km."), ("docs/b/frenos", "Frenos",
                                                                  "Las pastillas se cambian a 1,5 mm.")]
+
+
+def test_judgements_that_name_unknown_ids_are_skipped_and_said(tmp_path):
+    folder = tmp_path / "set"
+    (folder / "qrels").mkdir(parents=True)
+    write(folder / "corpus.jsonl", lines([{"_id": r["id"], "title": r["title"], "text": r["text"]} for r in ROWS]))
+    write(folder / "queries.jsonl", lines([{"_id": "q1", "text": "chain oil"}, {"_id": "q2", "text": "gone"}]))
+    write(folder / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\tb2\t1\nq2\tzz9\t1\nq7\tb1\t1\n")
+    loaded = load_any(folder)
+    assert [q.id for q in loaded.queries] == ["q1"]
+    said = " ".join(loaded.notes)
+    assert "1 judgement in qrels/test.tsv names a card id not in corpus.jsonl (e.g. 'zz9')" in said
+    assert "1 judged query id is not in queries.jsonl (e.g. 'q7')" in said
+
+
+def test_an_upload_says_what_it_skipped(tmp_path):
+    from inspector import data_tab, handlers
+    from retrieval.corpora import Registry, job_for
+    from retrieval.settings import Settings
+    from tests.conftest import MINI_CARDS, PATIENT
+
+    handlers.use_base_settings(Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
+                                        data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"),
+                                        min_similarity=0.3, **PATIENT))
+    try:
+        path = tmp_path / "upload.zip"
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("manual/chain.md", "# Chain\n\nLubricate the chain every 300 km.")
+            zf.writestr("manual/brakes.pdf", b"%PDF-1.4")
+            zf.writestr("manual/wheels.docx", b"PK")
+
+        class Upload:
+            name, orig_name = str(path), "bike <manual>.zip"
+
+        message = data_tab.upload_corpus(Upload(), "manual", None)[0]
+        assert "1 cards" in message and "2 entries that are not .txt/.md were skipped" in message
+        assert "bike &lt;manual&gt;.zip" in message
+        job = job_for(Registry(data_tab._settings()).open("manual"), data_tab._settings())
+        assert job is None or job.wait(600)["status"] == "done"
+    finally:
+        handlers.use_base_settings(None)
+
+
+def test_the_same_cards_again_with_labeled_turns_keep_their_turns(tmp_path):
+    from retrieval.corpora import Registry
+    from retrieval.settings import Settings
+    from tests.conftest import MINI_CARDS, PATIENT
+
+    reg = Registry(Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
+                            data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"), **PATIENT))
+    folder = tmp_path / "set"
+    (folder / "qrels").mkdir(parents=True)
+    write(folder / "corpus.jsonl", lines([{"_id": r["id"], "title": r["title"], "text": r["text"]} for r in ROWS]))
+    first, new = reg.add(folder / "corpus.jsonl", display="corpus.jsonl", copy=True)  # the cards alone first
+    assert new and first.entry.turns == 0
+    write(folder / "queries.jsonl", lines([{"_id": "q1", "text": "how often do I oil the chain"}]))
+    write(folder / "qrels" / "test.tsv", "q1\tb2\t1\n")
+    labeled, new = reg.add(folder, "bikes")  # then the whole folder: its turns must not be dropped
+    assert new and labeled.entry.name == "bikes" and labeled.entry.turns == 1 and len(labeled.queries) == 1
+    again, new = reg.add(folder, "bikes-again")  # the same cards and turns again: reused
+    assert not new and again.entry.name == "bikes"
