@@ -210,6 +210,9 @@ def attach_collection(collection: str | None, model: str | None, text_field: str
     try:
         if not collection:
             raise ValueError("Pick a collection of the store to attach.")
+        if model and model not in handlers.model_choices():  # a name or path a client sent: never loaded
+            raise ValueError(f"embedding model {str(model)[:80]!r} is not available here: choose one of "
+                             f"{', '.join(handlers.model_choices())}.")
         settings = _settings().replace(embedding_model=model) if model else _settings()
         data, new = attach(settings, collection, text_field=(text_field or "").strip(), owner=token)
     except (LoadError, ValueError) as exc:

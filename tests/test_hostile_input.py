@@ -125,3 +125,11 @@ def test_the_evaluation_tab_reads_only_the_reports_its_menu_lists(ui, tmp_path):
         summary, *_, kept = evaluation_tab.show(source, ["bm25"], "rrf", 0, progress=None, runs_dir=tmp_path / "runs")
         assert "is not a dataset of this page: pick one in the Dataset menu" in summary, summary
         assert "not listed" not in summary and "JSON" not in summary and kept is None
+
+
+def test_attach_loads_only_a_model_the_page_offers(ui):
+    from inspector import data_tab
+
+    for model in ("/tmp", "../../models/x", "someone/any-hub-model", ["bge-small-en-v1.5"]):
+        message = data_tab.attach_collection("their-collection", model, "", None, None)[0]
+        assert "is not available here: choose one of" in message and ui.model_choices()[0] in message, message
