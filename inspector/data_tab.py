@@ -165,7 +165,10 @@ def poll(pending: str | None, current: str | None) -> tuple:
 def cancel(pending: str | None) -> str:
     if not pending:
         return _message("No indexing job to cancel.", "info")
-    job = job_for(_registry().open(pending), _settings())
+    try:
+        job = job_for(_registry().open(pending), _settings())
+    except (LoadError, ValueError, OSError) as exc:  # deleted meanwhile (its Delete leaves the pending job's name)
+        return _message(f"{pending} is not being indexed: {exc}", "info")
     if job is not None and job.running:
         job.cancel.set()
         return _message(f"Cancelling {pending}: what is embedded so far is kept, and opening it again resumes.",

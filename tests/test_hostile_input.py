@@ -133,3 +133,11 @@ def test_attach_loads_only_a_model_the_page_offers(ui):
     for model in ("/tmp", "../../models/x", "someone/any-hub-model", ["bge-small-en-v1.5"]):
         message = data_tab.attach_collection("their-collection", model, "", None, None)[0]
         assert "is not available here: choose one of" in message and ui.model_choices()[0] in message, message
+
+
+def test_cancel_after_the_pending_corpus_was_deleted_says_so(ui):
+    """Upload, then Delete while it indexes (Delete leaves the session's pending name), then Cancel indexing."""
+    from inspector import data_tab
+
+    message = data_tab.cancel("deleted-meanwhile")
+    assert "deleted-meanwhile is not being indexed" in message and "no corpus named" in message
