@@ -156,3 +156,23 @@ def test_the_same_cards_again_with_labeled_turns_keep_their_turns(tmp_path):
     assert new and labeled.entry.name == "bikes" and labeled.entry.turns == 1 and len(labeled.queries) == 1
     again, new = reg.add(folder, "bikes-again")  # the same cards and turns again: reused
     assert not new and again.entry.name == "bikes"
+
+
+def test_a_cycling_corpus_answers_the_cycling_questions_of_the_out_of_domain_pool(tmp_path):
+    """The pool of out-of-domain examples was written for the medication cards: it holds cycling questions. On a
+    cycling corpus they are its own questions, not examples of what it does not cover."""
+    from retrieval.corpora import Registry, retriever_for
+    from retrieval.settings import Settings
+    from tests.conftest import MINI_CARDS, PATIENT
+
+    s = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
+                 data_root=str(tmp_path / "eval"), **PATIENT)
+    data, _ = Registry(s).add(Path(__file__).resolve().parent.parent / "corpus" / "eval" / "bicycles" / "cards.jsonl")
+    retriever = retriever_for(data, s)
+    assert "how do I adjust the gears on my road bike" in retriever.ood_covered
+    assert "why did my bread come out dense and flat" not in retriever.ood_covered
+    for turn, card in (("how should I adjust the gears on my road bike", "bike-gear-indexing"),
+                       ("is it safe to ride my e-bike in the rain?", "bike-ebike-rain")):
+        result = retriever.retrieve(turn, s)
+        assert result.hybrid_path == "full" and result.final[0].parent_id == card, (turn, result.reason)
+    assert retriever.retrieve("why did my bread come out so dense and flat", s).hybrid_path == "no_match"
