@@ -165,7 +165,10 @@ def poll(pending: str | None, current: str | None) -> tuple:
 def cancel(pending: str | None) -> str:
     if not pending:
         return _message("No indexing job to cancel.", "info")
-    job = job_for(_registry().open(pending), _settings())
+    try:
+        job = job_for(_registry().open(pending), _settings())
+    except (LoadError, ValueError, OSError) as exc:  # deleted meanwhile (its Delete leaves the pending job's name)
+        return _message(f"{pending} is not being indexed: {exc}", "info")
     if job is not None and job.running:
         job.cancel.set()
         return _message(f"Cancelling {pending}: what is embedded so far is kept, and opening it again resumes.",
@@ -210,6 +213,9 @@ def attach_collection(collection: str | None, model: str | None, text_field: str
     try:
         if not collection:
             raise ValueError("Pick a collection of the store to attach.")
+        if model and model not in handlers.model_choices():  # a name or path a client sent: never loaded
+            raise ValueError(f"embedding model {str(model)[:80]!r} is not available here: choose one of "
+                             f"{', '.join(handlers.model_choices())}.")
         settings = _settings().replace(embedding_model=model) if model else _settings()
         data, new = attach(settings, collection, text_field=(text_field or "").strip(), owner=token)
     except (LoadError, ValueError) as exc:

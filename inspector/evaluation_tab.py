@@ -10,6 +10,7 @@ creates its components inside the current Gradio context.
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -300,13 +301,22 @@ def _failed(msg: str) -> tuple:
             gr.update(choices=[], value=None), message_figure(msg), None)
 
 
-def show(source: str, configs: Sequence[str], hybrid: str, limit: float | None = 0, progress: Any = gr.Progress()):
+def show(source: str, configs: Sequence[str], hybrid: str, limit: float | None = 0, progress: Any = gr.Progress(), *,
+         runs_dir: Path | None = None):
     """Callback: everything the tab shows for one source, plus the report (and what it is) for the session. A heavy
-    job (``inspector.jobs``): Cancel, or the page going away, stops it after the turn it is on."""
+    job (``inspector.jobs``): Cancel, or the page going away, stops it after the turn it is on.
+
+    ``source`` is a live corpus (``live:NAME``, a registry name) or one of the cached reports the Dataset menu lists
+    (``list_sources(runs_dir)``): any other path a client sends is refused unread."""
+    source = source or LIVE
+    if not isinstance(source, str) or not (source.startswith(LIVE_PREFIX)
+                                           or source in {v for _, v in list_sources(runs_dir)}):
+        return _failed(f"{str(source)[:80]!r} is not a dataset of this page: pick one in the Dataset menu (a live "
+                       "corpus, or a cached runs/*/report.json it lists).")
     configs = list(configs or [])
     try:
         with jobs.running() as flag:
-            report, note = load_source(source or LIVE, configs or list(CONFIGS), jobs.ticker(flag, progress),
+            report, note = load_source(source, configs or list(CONFIGS), jobs.ticker(flag, progress),
                                        limit_value(limit))
     except jobs.JobCancelled:
         return _failed("Cancelled: nothing was scored. Press Show again to run it.")
@@ -406,7 +416,8 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
         corpus.change(lambda name, current: follow_corpus(name, current, runs_dir), [corpus, source], source,
                       **private)
     # one heavy job at a time in the whole app (a live evaluation or A vs B): both cores for minutes on a large corpus
-    shown = run.click(show, [source, configs, hybrid, limit],
+    listed = functools.update_wrapper(functools.partial(show, runs_dir=runs_dir), show)  # this menu's reports
+    shown = run.click(listed, [source, configs, hybrid, limit],
                       [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state], **jobs.HEAVY,
                       **private)
     stop.click(jobs.cancel, None, summary, cancels=[shown], concurrency_limit=None, **private)

@@ -114,3 +114,30 @@ def test_a_link_echoes_a_long_compare_value_only_in_part():
 
     _, problems = state.decode([("compare", LONG)], handlers.default_controls())
     assert problems and all(len(p) < 500 for p in problems)
+
+
+def test_the_evaluation_tab_reads_only_the_reports_its_menu_lists(ui, tmp_path):
+    from inspector import evaluation_tab
+
+    outside = tmp_path / "report.json"  # a well-formed report, but not one the Dataset menu offers
+    outside.write_text('{"dataset": "<b>not listed</b>", "turns": [], "configs": {}}', encoding="utf-8")
+    for source in (str(outside), "/etc/passwd", "../../etc/passwd", 5, ["live:shipped"]):
+        summary, *_, kept = evaluation_tab.show(source, ["bm25"], "rrf", 0, progress=None, runs_dir=tmp_path / "runs")
+        assert "is not a dataset of this page: pick one in the Dataset menu" in summary, summary
+        assert "not listed" not in summary and "JSON" not in summary and kept is None
+
+
+def test_attach_loads_only_a_model_the_page_offers(ui):
+    from inspector import data_tab
+
+    for model in ("/tmp", "../../models/x", "someone/any-hub-model", ["bge-small-en-v1.5"]):
+        message = data_tab.attach_collection("their-collection", model, "", None, None)[0]
+        assert "is not available here: choose one of" in message and ui.model_choices()[0] in message, message
+
+
+def test_cancel_after_the_pending_corpus_was_deleted_says_so(ui):
+    """Upload, then Delete while it indexes (Delete leaves the session's pending name), then Cancel indexing."""
+    from inspector import data_tab
+
+    message = data_tab.cancel("deleted-meanwhile")
+    assert "deleted-meanwhile is not being indexed" in message and "no corpus named" in message
