@@ -176,3 +176,18 @@ def test_a_cycling_corpus_answers_the_cycling_questions_of_the_out_of_domain_poo
         result = retriever.retrieve(turn, s)
         assert result.hybrid_path == "full" and result.final[0].parent_id == card, (turn, result.reason)
     assert retriever.retrieve("why did my bread come out so dense and flat", s).hybrid_path == "no_match"
+
+
+def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
+    """BM25 stems each card in its ``lang`` and a turn in its detected language: a Spanish collection saved without
+    a lang column must not be stemmed as English, or a Spanish turn's words never meet its cards' words."""
+    from retrieval.bm25 import BM25Index
+    from retrieval.corpus import split_cards
+
+    path = write(tmp_path / "taller.csv", "id;title;text\nes1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
+                 "es2;Frenos;Cambie las pastillas de freno cuando midan menos de 1,5 mm.\n"
+                 "en1;Tyres;Check the tyre pressure every week with a floor pump.\n")
+    cards = load_any(path).cards
+    assert [c.lang for c in cards] == ["es", "es", "en"]
+    hits = BM25Index(split_cards(cards), "snowball").search("¿cada cuánto hay que lubricar la cadena?", 3)
+    assert [h.parent_id for h in hits][:1] == ["es1"]
