@@ -202,7 +202,8 @@ def with_ood(retriever: Any, turn: str, found: dict[str, LevelCandidates]) -> di
     dense = found["dense_only"].candidates
     if retriever.embedder is None or not dense or dense[0].cosine is None or found["full"].ood is not None:
         return found
-    near = ood_examples.nearest(retriever.embedder, retriever.embed_query(turn).value, turn)
+    near = ood_examples.nearest(retriever.embedder, retriever.embed_query(turn).value, turn,
+                                getattr(retriever, "ood_covered", frozenset()))
     if near is None:
         return found
     ood = (near[0], near[1], dense[0].cosine)
@@ -299,7 +300,11 @@ def calibrate(retriever: Any, queries: Sequence[LabeledQuery], cards: Sequence[C
     """Run the answerable and pool turns through ``retriever`` and choose the thresholds (see the module doc)."""
     started = time.perf_counter()
     vocabulary = retriever.refusal_vocabulary()
-    turns = answerable_turns(queries, cards, vocabulary, seed) + pool_turns(pool, seed)
+    pool_side = pool_turns(pool, seed)
+    if getattr(retriever, "ood_covered", None) is not None:  # another corpus than the shipped cards: its own turns
+        own = ood_examples.covered(retriever, [t.text for t in pool_side])  # of the pool are not out of domain
+        pool_side = [t for t in pool_side if t.text not in own]
+    turns = answerable_turns(queries, cards, vocabulary, seed) + pool_side
     probe = settings.replace(refusal_rule="cosine", min_similarity=-1.0, rerank_timeout_ms=600_000,
                              dense_timeout_ms=600_000)
     evidence: list[dict[str, RefusalEvidence | None]] = []

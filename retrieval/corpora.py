@@ -548,6 +548,10 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     retriever = get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks,
                               corpus_key=data.key, cancel=cancel, attach=attach)
     now = time.monotonic()
+    if getattr(retriever, "ood_covered", None) is None and retriever.dense_branch.store is not None:
+        from retrieval import ood_examples  # the out-of-domain pool's turns this corpus answers itself
+
+        retriever.ood_covered = ood_examples.covered(retriever)
     if now - getattr(retriever, "calibration_read_at", -CALIBRATION_REREAD_S) >= CALIBRATION_REREAD_S:
         from retrieval import calibration
 

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries
+from retrieval.tokenize import detect_language
 from retrieval.types import Card
 
 MAX_PROBLEMS_SHOWN = 20
@@ -273,8 +274,10 @@ class _Cards:
         self.first: dict[str, str] = {}
         self.too_many = False
 
-    def add(self, where: str, card_id: str, title: str, text: str, lang: str = "en", topic: str = "general",
+    def add(self, where: str, card_id: str, title: str, text: str, lang: str = "", topic: str = "general",
             id_field: str = "id") -> None:
+        """One card; without a ``lang``, the language its words are in (``detect_language``: en, es or pt), which
+        BM25 stems it in."""
         if problem := id_problem(card_id, id_field):
             self.out.add(f"{where}: {problem}")
             return
@@ -292,19 +295,21 @@ class _Cards:
                              "raise the limit.")
                 self.too_many = True
             return
-        self.cards.append(Card(id=card_id, title=title, lang=lang or "en", topic=topic or "general", text=text))
+        lang = lang or detect_language(f"{title} {text[:2000]}")
+        self.cards.append(Card(id=card_id, title=title, lang=lang, topic=topic or "general", text=text))
 
 
 def parse_cards_jsonl(data: bytes, name: str, limits: Limits) -> Loaded:
     """Cards JSONL, the shipped schema: ``id`` (a string or a whole number) and ``text`` required; ``title``
-    (default empty, as in BEIR), ``lang`` (default ``en``) and ``topic`` (default ``general``) optional."""
+    (default empty, as in BEIR), ``lang`` (default: detected, en/es/pt) and ``topic`` (default ``general``)
+    optional."""
     out = _Collector()
     cards = _Cards(limits, out)
     for lineno, obj in _json_objects(data, name, out):
         where = f"{name}:{lineno}"
         values = {"id": _id_field(obj, "id", where, out), "text": _text_field(obj, "text", where, out),
                   "title": _text_field(obj, "title", where, out, required=False)}
-        lang = _text_field(obj, "lang", where, out, required=False, default="en")
+        lang = _text_field(obj, "lang", where, out, required=False)
         topic = _text_field(obj, "topic", where, out, required=False, default="general")
         if None in values.values() or lang is None or topic is None:
             continue
@@ -330,7 +335,7 @@ def _load_beir_files(corpus: bytes, name: str, reader, limits: Limits) -> Loaded
             continue
         if not (title or text):
             continue  # BEIR sets hold a few empty documents; they can never be retrieved
-        cards.add(where, doc_id, title, text, "en", "beir", id_field="_id")
+        cards.add(where, doc_id, title, text, "", "beir", id_field="_id")
     if not cards.cards and not out.problems:
         out.add(f"{name}: no documents found. corpus.jsonl holds one JSON object per line (_id, title, text).")
     out.check()
@@ -453,7 +458,7 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
             out.add(f"{where}: column {col!r} is empty.")
         if empty:
             continue
-        cards.add(where, values["id"], values["title"] or "", values["text"], cell("lang", "en") or "en",
+        cards.add(where, values["id"], values["title"] or "", values["text"], cell("lang", "") or "",
                   cell("topic", "general") or "general")
     if not cards.cards and not out.problems:
         out.add(f"{name}: no rows found under the header.")

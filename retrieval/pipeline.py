@@ -306,7 +306,8 @@ def _refusal(retriever: HybridRetriever, query: str, path: str, candidates: Sequ
     thresholds = thresholds_for(getattr(retriever, "calibration", None), s)
     ood = None
     if thresholds.max_ood_margin < OOD_MARGIN_OFF and dense.usable and dense.hits and retriever.embedder is not None:
-        near = ood_examples.nearest(retriever.embedder, retriever.embed_query(query).value, query)
+        near = ood_examples.nearest(retriever.embedder, retriever.embed_query(query).value, query,
+                                    getattr(retriever, "ood_covered", frozenset()))
         ood = (near[0], near[1], dense.hits[0].score) if near else None
     evidence = gather(query, path, cards, retriever.refusal_vocabulary(),
                       [h.parent_id for h in bm25.hits] if both else None,

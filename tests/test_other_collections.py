@@ -156,3 +156,38 @@ def test_the_same_cards_again_with_labeled_turns_keep_their_turns(tmp_path):
     assert new and labeled.entry.name == "bikes" and labeled.entry.turns == 1 and len(labeled.queries) == 1
     again, new = reg.add(folder, "bikes-again")  # the same cards and turns again: reused
     assert not new and again.entry.name == "bikes"
+
+
+def test_a_cycling_corpus_answers_the_cycling_questions_of_the_out_of_domain_pool(tmp_path):
+    """The pool of out-of-domain examples was written for the medication cards: it holds cycling questions. On a
+    cycling corpus they are its own questions, not examples of what it does not cover."""
+    from retrieval.corpora import Registry, retriever_for
+    from retrieval.settings import Settings
+    from tests.conftest import MINI_CARDS, PATIENT
+
+    s = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
+                 data_root=str(tmp_path / "eval"), **PATIENT)
+    data, _ = Registry(s).add(Path(__file__).resolve().parent.parent / "corpus" / "eval" / "bicycles" / "cards.jsonl")
+    retriever = retriever_for(data, s)
+    assert "how do I adjust the gears on my road bike" in retriever.ood_covered
+    assert "why did my bread come out dense and flat" not in retriever.ood_covered
+    for turn, card in (("how should I adjust the gears on my road bike", "bike-gear-indexing"),
+                       ("is it safe to ride my e-bike in the rain?", "bike-ebike-rain")):
+        result = retriever.retrieve(turn, s)
+        assert result.hybrid_path == "full" and result.final[0].parent_id == card, (turn, result.reason)
+    assert retriever.retrieve("why did my bread come out so dense and flat", s).hybrid_path == "no_match"
+
+
+def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
+    """BM25 stems each card in its ``lang`` and a turn in its detected language: a Spanish collection saved without
+    a lang column must not be stemmed as English, or a Spanish turn's words never meet its cards' words."""
+    from retrieval.bm25 import BM25Index
+    from retrieval.corpus import split_cards
+
+    path = write(tmp_path / "taller.csv", "id;title;text\nes1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
+                 "es2;Frenos;Cambie las pastillas de freno cuando midan menos de 1,5 mm.\n"
+                 "en1;Tyres;Check the tyre pressure every week with a floor pump.\n")
+    cards = load_any(path).cards
+    assert [c.lang for c in cards] == ["es", "es", "en"]
+    hits = BM25Index(split_cards(cards), "snowball").search("¿cada cuánto hay que lubricar la cadena?", 3)
+    assert [h.parent_id for h in hits][:1] == ["es1"]
