@@ -244,9 +244,11 @@ def build_classroom_tab() -> None:
         curve = gr.Plot(first_curve, label="1/(k + rank)", elem_id="rrf-curve")
     outputs = [table, lessons, contrib, curve]
     # .change also fires when a preset rewrites the inputs; always_last keeps the last edit, never a stale one.
+    # preprocess=False: both callbacks check every value themselves (a malformed slider value gets their message,
+    # not Gradio's processing error)
     for component in [*inputs, k]:
         component.change(update_classroom, [*inputs, k], outputs, trigger_mode="always_last",
-                         show_progress="hidden", api_visibility="private")
+                         show_progress="hidden", api_visibility="private", preprocess=False)
     preset.input(preset_values, preset, inputs, api_visibility="private")
 
     gr.Markdown(
@@ -259,4 +261,4 @@ def build_classroom_tab() -> None:
     fusions = gr.HTML(update_fusions(raw_bm25, raw_dense, CLASS_K), elem_id="raw-fusions")
     for component in (bm25_scores, dense_scores, k):
         component.change(update_fusions, [bm25_scores, dense_scores, k], fusions, trigger_mode="always_last",
-                         show_progress="hidden", api_visibility="private")
+                         show_progress="hidden", api_visibility="private", preprocess=False)

@@ -424,8 +424,10 @@ def _refresh_event(p: dict[str, Any], query: Any, controls: dict[str, Any], outp
     """The keyword arguments of an event that runs ``refresh`` (``doc``: where the explained document is read)."""
     inputs = [query, p["compare_on"], p["ticked"], p["kept"], doc or outputs["explain_doc"], p["base"],
               *controls.values(), *p["b"].values(), corpus, outputs["last_turn"], p["preset"]]
+    # preprocess=False, as the turn events (ui._wire): refresh types every control itself (_typed, build_settings),
+    # so "NaN", "abc" or a list sent to a slider gets a message instead of Gradio's processing error
     return dict(fn=refresh, inputs=inputs, outputs=[p["view"], p["relevant"], p["kept"], p["link"], outputs["export"]],
-                api_visibility="private", concurrency_id="compare", concurrency_limit=4)
+                api_visibility="private", concurrency_id="compare", concurrency_limit=4, preprocess=False)
 
 
 def wire(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], turn_events: list[Any],
@@ -447,7 +449,8 @@ def wire(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[
     a_list, b_list = list(controls.values()), list(p["b"].values())
     p["compare_on"].input(lambda on: gr.Column(visible=on), p["compare_on"], p["panel"],
                           api_visibility="private").then(**common)
-    p["preset"].input(apply_preset, [p["preset"], *a_list], b_list, api_visibility="private").then(**common)
+    p["preset"].input(apply_preset, [p["preset"], *a_list], b_list, api_visibility="private",
+                      preprocess=False).then(**common)  # apply_preset types A's values itself
     p["relevant"].input(tick, [query, p["relevant"], p["ticked"]], p["ticked"],
                         api_visibility="private").then(**common)
     outputs["explain_doc"].input(**again)

@@ -252,8 +252,10 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
     a_list, b_list = list(controls.values()), list(panel["b"].values())
     private = dict(api_visibility="private")
     why_inputs = [query, card, corpus_box, panel["compare_on"], *a_list, *b_list]
-    ask.click(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", **private)
-    card.submit(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", **private)
+    # preprocess=False: why_not types every control itself (handlers.execute), so a malformed slider value sent to
+    # these events gets a message instead of Gradio's processing error
+    ask.click(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False, **private)
+    card.submit(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False, **private)
     for event in turn_events:
         event.then(judged_view, [query, corpus_box, *a_list], [judge, judged], **private)
     judge.input(picked, [query, judge, corpus_box], None, queue=False, **private)

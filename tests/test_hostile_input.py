@@ -141,3 +141,30 @@ def test_cancel_after_the_pending_corpus_was_deleted_says_so(ui):
 
     message = data_tab.cancel("deleted-meanwhile")
     assert "deleted-meanwhile is not being indexed" in message and "no corpus named" in message
+
+
+def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_processing_error(ui):
+    """Private events are still called by fn_index through the queue: Gradio's own Slider processing raised on
+    "abc" or a list (ComponentProcessingError, a bare error toast); these events check the values themselves."""
+    import asyncio
+
+    from gradio.state_holder import SessionState
+
+    from inspector.ui import build_app
+
+    app = build_app()
+    first = {}
+    for fn in app.fns.values():
+        first.setdefault(fn.name, fn)
+
+    def send(fn, bad):
+        values = [getattr(block, "value", None) for block in fn.inputs]
+        slider = next(i for i, block in enumerate(fn.inputs) if type(block).__name__ == "Slider")
+        values[slider] = bad
+        return asyncio.run(app.process_api(block_fn=fn, inputs=values, state=SessionState(app), request=None))
+
+    for name in ("refresh", "why_not", "apply_preset", "update_classroom", "update_fusions"):
+        for bad in ("abc", [1], math.nan):
+            out = send(first[name], bad)["data"]  # raised ComponentProcessingError before
+            _clean(out)
+    assert "k must be a number" in send(first["update_fusions"], "abc")["data"][0]
