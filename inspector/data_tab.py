@@ -335,9 +335,10 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     """The Data tab's layout and wiring; ``corpus`` is the session's active corpus (built in ``ui.build_app``)."""
     limits = Limits.from_env()
     gr.Markdown("### Your own data\nPick the corpus this browser session inspects, or upload one: cards JSONL "
-                "(`id`, `title`, `text`; `lang`, `topic` optional), a BEIR `corpus.jsonl` or a .zip of a BEIR "
+                "(`id`, `text`; `title`, `lang`, `topic` optional), a BEIR `corpus.jsonl` or a .zip of a BEIR "
                 "folder (with `queries.jsonl` + `qrels/` its labeled turns appear as examples), CSV/TSV with "
-                "`id,title,text` columns, or a .zip of .txt/.md files (one card per file). Limits: "
+                "`id`, `text` (`title` optional) columns, separated by `,` or `;`, or a .zip of .txt/.md files (one "
+                "card per file). UTF-8 (a byte-order mark is fine). Limits: "
                 + render.esc(limits.describe()) + ".")
     active = gr.HTML(active_html(None), elem_id="active-corpus")
     pending = gr.State(None)

@@ -546,11 +546,11 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str, limits: Limits) -> Loaded:
     out = _Collector()
     cards = _Cards(limits, out)
-    skipped = 0
+    skipped: list[str] = []
     for info in sorted(entries, key=lambda i: i.filename):
         rel = PurePosixPath(info.filename)
         if rel.suffix.lower() not in TEXT_SUFFIXES:
-            skipped += 1
+            skipped.append(info.filename)
             continue
         where = f"{name}/{info.filename}"
         raw = _read_entry(zf, info, name, limits)
@@ -578,7 +578,10 @@ def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str
             continue
         cards.add(where, card_id, title, body)
     if not cards.cards and not out.problems:
-        out.add(f"{name}: no .txt or .md files found (and no corpus.jsonl): a zip holds a BEIR folder or text files.")
+        held = f" (it holds {', '.join(repr(f) for f in skipped[:3])}{', ...' if len(skipped) > 3 else ''})"
+        out.add(f"{name}: no .txt or .md files{held if skipped else ''}, and no corpus.jsonl at its root or in one "
+                "folder: a zip holds a BEIR folder or text files; a cards .jsonl or a .csv is uploaded as it is, "
+                "not zipped.")
     out.check()
-    notes = (f"{skipped} entries that are not .txt/.md were skipped",) if skipped else ()
+    notes = (f"{len(skipped)} entries that are not .txt/.md were skipped",) if skipped else ()
     return Loaded("zip-text", tuple(cards.cards), (), notes)

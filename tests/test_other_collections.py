@@ -191,3 +191,22 @@ def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
     assert [c.lang for c in cards] == ["es", "es", "en"]
     hits = BM25Index(split_cards(cards), "snowball").search("¿cada cuánto hay que lubricar la cadena?", 3)
     assert [h.parent_id for h in hits][:1] == ["es1"]
+
+
+def test_a_zip_without_text_files_names_what_it_holds(tmp_path):
+    from retrieval.formats import LoadError
+
+    for files, named in (({"cards.jsonl": lines(ROWS), "logo.png": b"\x89PNG"}, "'cards.jsonl'"),
+                         ({"export/2024/set/corpus.jsonl": lines([{"_id": "d1", "text": "x"}])},
+                          "'export/2024/set/corpus.jsonl'")):
+        path = tmp_path / "upload.zip"
+        with zipfile.ZipFile(path, "w") as zf:
+            for name, data in files.items():
+                zf.writestr(name, data)
+        try:
+            load_any(path)
+        except LoadError as exc:
+            assert f"upload.zip: no .txt or .md files (it holds {named}" in str(exc), str(exc)
+            assert "a cards .jsonl or a .csv is uploaded as it is, not zipped" in str(exc)
+        else:
+            raise AssertionError("read a zip without cards")
