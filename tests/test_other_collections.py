@@ -184,7 +184,8 @@ def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
     from retrieval.bm25 import BM25Index
     from retrieval.corpus import split_cards
 
-    path = write(tmp_path / "taller.csv", "id;title;text\nes1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
+    path = write(tmp_path / "taller.csv", "id;title;text\n"
+                 "es1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
                  "es2;Frenos;Cambie las pastillas de freno cuando midan menos de 1,5 mm.\n"
                  "en1;Tyres;Check the tyre pressure every week with a floor pump.\n")
     cards = load_any(path).cards
@@ -210,3 +211,24 @@ def test_a_zip_without_text_files_names_what_it_holds(tmp_path):
             assert "a cards .jsonl or a .csv is uploaded as it is, not zipped" in str(exc)
         else:
             raise AssertionError("read a zip without cards")
+
+
+def test_a_json_file_holding_one_array_of_cards_is_read_and_its_items_named(tmp_path):
+    from retrieval.formats import LoadError
+
+    pretty = write(tmp_path / "export.json", BOM + json.dumps(ROWS, indent=2, ensure_ascii=False))
+    assert [c.id for c in load_any(pretty).cards] == ["b1", "b2"]
+    bad = write(tmp_path / "bad.json", json.dumps([ROWS[0], {"id": "b9", "title": "no text"}], indent=2))
+    try:
+        load_any(bad)
+    except LoadError as exc:
+        assert "bad.json item 2: missing field 'text'." in str(exc) and len(exc.problems) == 1
+    else:
+        raise AssertionError("a card without text was accepted")
+    broken = write(tmp_path / "broken.json", '[\n  {"id": "b1", "title": "t", "text": "x"},\n  {"id": \n]')
+    try:
+        load_any(broken)
+    except LoadError as exc:
+        assert exc.problems[0].startswith("broken.json:4: invalid JSON (Expecting value at column 1)")
+    else:
+        raise AssertionError("broken JSON was accepted")
