@@ -32,6 +32,8 @@ METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 def side_controls(preset: str | None, overrides: str, a: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A configuration's control values: a preset (from the defaults, or for B's one-change presets from A),
     then ``KEY=VALUE,...`` overrides. Raises ``ValueError`` naming what was wrong."""
+    if overrides is not None and not isinstance(overrides, str):
+        raise ValueError("overrides are text: KEY=VALUE pairs separated by commas, e.g. rrf_k=60,dense_weight=1.")
     defaults = handlers.default_controls()
     values = preset_values(preset, a if a is not None else defaults, defaults) if preset else dict(defaults)
     pairs = [p.strip() for p in (overrides or "").split(",") if p.strip()]
@@ -46,9 +48,12 @@ def limit_value(limit: float | None) -> int:
     """An "at most N turns" box's value as a whole number (empty or 0: all turns)."""
     if limit is None or limit == "":
         return 0
-    value = float(limit)
-    if value < 0 or value != value:
-        raise ValueError(f"'at most N turns' must be 0 (all turns) or more, got {limit}.")
+    try:
+        value = float(limit)
+    except (TypeError, ValueError):
+        value = -1.0  # not a number: the message below
+    if value < 0 or value != value or value == float("inf"):
+        raise ValueError(f"'at most N turns' must be a number, 0 (all turns) or more, got {str(limit)[:40]}.")
     return int(round(value))
 
 
@@ -121,7 +126,7 @@ def summary_html(report: Mapping[str, Any]) -> str:
 
 def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> str:
     """The turns whose nDCG@10 B changed, each linking to the inspector in compare mode with the same A and B."""
-    rows = fixed_and_broken(report, SORTS.get(sort, "delta"))
+    rows = fixed_and_broken(report, SORTS.get(sort, "delta") if isinstance(sort, str) else "delta")
     if not rows:
         return "<div class='eval-tab'><p>B changes no turn's nDCG@10.</p></div>"
     defaults = handlers.default_controls()
@@ -210,8 +215,9 @@ def build_compare_section(corpus: gr.Textbox | None = None, kept: gr.BrowserStat
     turns = gr.HTML(elem_id="ab-turns")
     report = gr.State(None)
     kept = kept if kept is not None else browser_copy()  # this browser's last A vs B (see restore)
+    # preprocess=False: show_ab checks every value itself (a malformed number gets its message, not Gradio's error)
     compared = run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort, which, limit], [summary, turns, report],
-                         api_visibility="private", **jobs.HEAVY)
+                         api_visibility="private", preprocess=False, **jobs.HEAVY)
     compared.success(lambda r: r if r else gr.skip(), report, kept, api_visibility="private")
     stop.click(jobs.cancel, None, summary, cancels=[compared], concurrency_limit=None, api_visibility="private")
     root = gr.context.Context.root_block

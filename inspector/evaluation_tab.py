@@ -50,6 +50,8 @@ esc = html.escape
 
 
 # ------------------------------------------------------------------------------------------------- sources
+HYBRIDS = ("rrf", "full")  # the hybrid configurations whose wins and losses the tab lists
+
 def corpus_sources() -> list[tuple[str, str]]:
     """A live entry for every registry corpus with labeled turns besides the shipped set (``live:<name>``)."""
     try:
@@ -313,7 +315,9 @@ def show(source: str, configs: Sequence[str], hybrid: str, limit: float | None =
                                            or source in {v for _, v in list_sources(runs_dir)}):
         return _failed(f"{str(source)[:80]!r} is not a dataset of this page: pick one in the Dataset menu (a live "
                        "corpus, or a cached runs/*/report.json it lists).")
-    configs = list(configs or [])
+    if hybrid not in HYBRIDS:
+        return _failed(f"'Wins and losses of' is one of {', '.join(HYBRIDS)}; got {str(hybrid)[:40]!r}.")
+    configs = [c for c in configs if c in CONFIGS] if isinstance(configs, (list, tuple)) else []
     try:
         with jobs.running() as flag:
             report, note = load_source(source, configs or list(CONFIGS), jobs.ticker(flag, progress),
@@ -397,7 +401,7 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
         refresh = gr.Button("Rescan corpora and runs/", elem_id="eval-refresh", scale=0)
     with gr.Row():
         configs = gr.CheckboxGroup(list(CONFIGS), value=list(CONFIGS), label="Configurations", elem_id="eval-configs")
-        hybrid = gr.Radio(["rrf", "full"], value="rrf", label="Wins and losses of", elem_id="eval-hybrid")
+        hybrid = gr.Radio(list(HYBRIDS), value="rrf", label="Wins and losses of", elem_id="eval-hybrid")
     with gr.Row():
         run = gr.Button("Show", variant="primary", elem_id="eval-run", scale=3)
         stop = gr.Button("Cancel", elem_id="eval-cancel", scale=1)
@@ -417,9 +421,9 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
                       **private)
     # one heavy job at a time in the whole app (a live evaluation or A vs B): both cores for minutes on a large corpus
     listed = functools.update_wrapper(functools.partial(show, runs_dir=runs_dir), show)  # this menu's reports
-    shown = run.click(listed, [source, configs, hybrid, limit],
+    shown = run.click(listed, [source, configs, hybrid, limit],  # show checks every value itself: no preprocess
                       [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state], **jobs.HEAVY,
-                      **private)
+                      preprocess=False, **private)
     stop.click(jobs.cancel, None, summary, cancels=[shown], concurrency_limit=None, **private)
     configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot], **private)
     hybrid.input(redraw_wins, [state, hybrid], wins, **private)

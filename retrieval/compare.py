@@ -37,8 +37,8 @@ def preset_values(name: str, a: Mapping[str, Any], defaults: Mapping[str, Any]) 
     Raises:
         ValueError: unknown preset (the message lists the known ones).
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ValueError(f"unknown preset {str(name)[:80]!r}: choose one of {', '.join(PRESETS)}.")
     base = defaults if name in FROM_DEFAULTS else a
     return {**base, **{k: v for k, v in PRESETS[name].items() if k in base}}
 

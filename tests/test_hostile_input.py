@@ -157,9 +157,9 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
     for fn in app.fns.values():
         first.setdefault(fn.name, fn)
 
-    def send(fn, bad):
+    def send(fn, bad, kind="Slider"):
         values = [getattr(block, "value", None) for block in fn.inputs]
-        slider = next(i for i, block in enumerate(fn.inputs) if type(block).__name__ == "Slider")
+        slider = next(i for i, block in enumerate(fn.inputs) if type(block).__name__ == kind)
         values[slider] = bad
         return asyncio.run(app.process_api(block_fn=fn, inputs=values, state=SessionState(app), request=None))
 
@@ -168,3 +168,7 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
             out = send(first[name], bad)["data"]  # raised ComponentProcessingError before
             _clean(out)
     assert "k must be a number" in send(first["update_fusions"], "abc")["data"][0]
+    for name in ("show", "show_ab"):  # the "at most N turns" box
+        for bad in ("abc", [1], math.inf, -1):
+            summary = send(first[name], bad, "Number")["data"][0]
+            assert "at most N turns&#x27; must be a number, 0 (all turns) or more" in summary, summary
