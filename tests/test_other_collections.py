@@ -42,6 +42,8 @@ def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_p
     loaded = load_any(folder)
     assert [c.id for c in loaded.cards] == ["b1", "b2"]
     assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 1})]
+    alone = load_any(folder / "corpus.jsonl", display="my set.jsonl")  # uploaded alone: still read as BEIR
+    assert alone.format == "beir" and [c.id for c in alone.cards] == ["b1", "b2"]
 
 
 def test_numeric_ids_are_read_as_text_and_still_checked_for_duplicates(tmp_path):
