@@ -463,6 +463,11 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
     if not header:
         raise LoadError([f"{name}: empty file; the first row must name the columns id, title, text."])
     columns = {h.strip().lower(): i for i, h in enumerate(header)}
+    for col in ("id", "title", "text", "lang", "topic"):
+        where = [i + 1 for i, h in enumerate(header) if h.strip().lower() == col]
+        if len(where) > 1:
+            raise LoadError([f"{name}:1: column {col!r} appears twice in the header (columns "
+                             f"{', '.join(map(str, where[:-1]))} and {where[-1]}): rename or remove one."])
     missing = [c for c in ("id", "text") if c not in columns]
     if missing:
         found = ", ".join(repr(h) for h in header[:10])

@@ -234,3 +234,15 @@ def test_a_json_file_holding_one_array_of_cards_is_read_and_its_items_named(tmp_
         assert exc.problems[0].startswith("broken.json:4: invalid JSON (Expecting value at column 1)")
     else:
         raise AssertionError("broken JSON was accepted")
+
+
+def test_a_header_naming_a_column_twice_is_refused_by_name(tmp_path):
+    from retrieval.formats import LoadError
+
+    path = write(tmp_path / "cards.csv", "id,title,Text,text\nb1,t,first text,second text\n")
+    try:
+        load_any(path)
+    except LoadError as exc:
+        assert "cards.csv:1: column 'text' appears twice in the header (columns 3 and 4)" in str(exc), str(exc)
+    else:
+        raise AssertionError("a header naming text twice was read")
