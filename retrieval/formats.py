@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import json
 import os
 import posixpath
 import re
@@ -170,15 +171,17 @@ def load_any(path: str | Path, limits: Limits | None = None, display: str | None
 
 
 def _first_record_has(path: Path, key: str) -> bool:
+    """Whether the file's first record (its first JSON line, or the first item of one JSON array) has ``key``."""
     try:
         with path.open("rb") as handle:
-            for _ in range(50):
-                raw = handle.readline(MAX_LINE_BYTES)
-                if not raw:
-                    return False
-                if raw.strip():
-                    obj = json_line(raw)
-                    return isinstance(obj, dict) and key in obj
+            head = handle.read(MAX_LINE_BYTES).removeprefix(codecs.BOM_UTF8)
+        if head.lstrip().startswith(b"["):
+            doc = json_line(path.read_bytes().removeprefix(codecs.BOM_UTF8))
+            return isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and key in doc[0]
+        for raw in head.split(b"\n")[:50]:
+            if raw.strip():
+                obj = json_line(raw)
+                return isinstance(obj, dict) and key in obj
     except (OSError, ValueError):  # the full parse names the file and the line
         return False
     return False
@@ -217,6 +220,11 @@ def _lines(data: bytes, name: str, out: _Collector):
 
 
 def _json_objects(data: bytes, name: str, out: _Collector):
+    """``(where, object)`` of each record: one JSON object per line, or the items of one JSON array (a .json
+    export), ``where`` naming the line (``cards.jsonl:7``) or the item (``cards.json item 7``)."""
+    if data.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"["):
+        yield from _json_array(data.removeprefix(codecs.BOM_UTF8), name, out)
+        return
     for lineno, line in _lines(data, name, out):
         if not line.strip():
             continue
@@ -231,7 +239,40 @@ def _json_objects(data: bytes, name: str, out: _Collector):
         if not isinstance(obj, dict):
             out.add(f"{name}:{lineno}: expected a JSON object, got {type(obj).__name__}.")
             continue
-        yield lineno, obj
+        yield f"{name}:{lineno}", obj
+
+
+def _whole_text(data: bytes, where: str, out: _Collector) -> str | None:
+    """A whole file or zip entry as text (UTF-8, a byte-order mark dropped); None after a problem naming the line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        lineno = data[: exc.start].count(b"\n") + 1
+        out.add(f"{where}:{lineno}: not valid UTF-8. Save the file as UTF-8.")
+        return None
+
+
+def _json_array(data: bytes, name: str, out: _Collector):
+    text = _whole_text(data, name, out)
+    if text is None:
+        return
+    try:
+        doc = json_line(text)
+    except ValueError as problem:
+        where = f"{name}:{text[: len(text) - len(text.lstrip())].count(chr(10)) + 1}"  # the array's first line
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            where = f"{name}:{exc.lineno}"
+        except (RecursionError, ValueError):
+            pass
+        out.add(f"{where}: {problem}")
+        return
+    for i, obj in enumerate(doc, start=1):
+        if isinstance(obj, dict):
+            yield f"{name} item {i}", obj
+        else:
+            out.add(f"{name} item {i}: expected a JSON object, got {type(obj).__name__}.")
 
 
 def _text_field(obj: dict[str, Any], key: str, where: str, out: _Collector, *, required: bool = True,
@@ -305,8 +346,7 @@ def parse_cards_jsonl(data: bytes, name: str, limits: Limits) -> Loaded:
     optional."""
     out = _Collector()
     cards = _Cards(limits, out)
-    for lineno, obj in _json_objects(data, name, out):
-        where = f"{name}:{lineno}"
+    for where, obj in _json_objects(data, name, out):
         values = {"id": _id_field(obj, "id", where, out), "text": _text_field(obj, "text", where, out),
                   "title": _text_field(obj, "title", where, out, required=False)}
         lang = _text_field(obj, "lang", where, out, required=False)
@@ -326,8 +366,7 @@ def _load_beir_files(corpus: bytes, name: str, reader, limits: Limits) -> Loaded
     read, listing = reader
     out = _Collector()
     cards = _Cards(limits, out)
-    for lineno, obj in _json_objects(corpus, name, out):
-        where = f"{name}:{lineno}"
+    for where, obj in _json_objects(corpus, name, out):
         doc_id = _id_field(obj, "_id", where, out)
         text = _text_field(obj, "text", where, out, allow_empty=True)
         title = _text_field(obj, "title", where, out, required=False)
@@ -374,8 +413,7 @@ def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[s
             qrels.setdefault(row[0].strip(), {})[row[-2].strip()] = grade
     queries: list[LabeledQuery] = []
     asked: set[str] = set()
-    for lineno, obj in _json_objects(raw_queries, "queries.jsonl", out):
-        where = f"queries.jsonl:{lineno}"
+    for where, obj in _json_objects(raw_queries, "queries.jsonl", out):
         qid = _id_field(obj, "_id", where, out)
         text = _text_field(obj, "text", where, out)
         asked.add(qid or "")
@@ -425,6 +463,11 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
     if not header:
         raise LoadError([f"{name}: empty file; the first row must name the columns id, title, text."])
     columns = {h.strip().lower(): i for i, h in enumerate(header)}
+    for col in ("id", "title", "text", "lang", "topic"):
+        where = [i + 1 for i, h in enumerate(header) if h.strip().lower() == col]
+        if len(where) > 1:
+            raise LoadError([f"{name}:1: column {col!r} appears twice in the header (columns "
+                             f"{', '.join(map(str, where[:-1]))} and {where[-1]}): rename or remove one."])
     missing = [c for c in ("id", "text") if c not in columns]
     if missing:
         found = ", ".join(repr(h) for h in header[:10])
@@ -553,12 +596,8 @@ def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str
             skipped.append(info.filename)
             continue
         where = f"{name}/{info.filename}"
-        raw = _read_entry(zf, info, name, limits)
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            lineno = raw[: exc.start].count(b"\n") + 1
-            out.add(f"{where}:{lineno}: not valid UTF-8. Save the file as UTF-8.")
+        text = _whole_text(_read_entry(zf, info, name, limits), where, out)
+        if text is None:
             continue
         card_id = str(rel.with_suffix("")).replace("#", "_")
         title, body = rel.stem, text.strip()

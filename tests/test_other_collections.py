@@ -42,6 +42,8 @@ def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_p
     loaded = load_any(folder)
     assert [c.id for c in loaded.cards] == ["b1", "b2"]
     assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 1})]
+    alone = load_any(folder / "corpus.jsonl", display="my set.jsonl")  # uploaded alone: still read as BEIR
+    assert alone.format == "beir" and [c.id for c in alone.cards] == ["b1", "b2"]
 
 
 def test_numeric_ids_are_read_as_text_and_still_checked_for_duplicates(tmp_path):
@@ -184,7 +186,8 @@ def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
     from retrieval.bm25 import BM25Index
     from retrieval.corpus import split_cards
 
-    path = write(tmp_path / "taller.csv", "id;title;text\nes1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
+    path = write(tmp_path / "taller.csv", "id;title;text\n"
+                 "es1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
                  "es2;Frenos;Cambie las pastillas de freno cuando midan menos de 1,5 mm.\n"
                  "en1;Tyres;Check the tyre pressure every week with a floor pump.\n")
     cards = load_any(path).cards
@@ -210,3 +213,36 @@ def test_a_zip_without_text_files_names_what_it_holds(tmp_path):
             assert "a cards .jsonl or a .csv is uploaded as it is, not zipped" in str(exc)
         else:
             raise AssertionError("read a zip without cards")
+
+
+def test_a_json_file_holding_one_array_of_cards_is_read_and_its_items_named(tmp_path):
+    from retrieval.formats import LoadError
+
+    pretty = write(tmp_path / "export.json", BOM + json.dumps(ROWS, indent=2, ensure_ascii=False))
+    assert [c.id for c in load_any(pretty).cards] == ["b1", "b2"]
+    bad = write(tmp_path / "bad.json", json.dumps([ROWS[0], {"id": "b9", "title": "no text"}], indent=2))
+    try:
+        load_any(bad)
+    except LoadError as exc:
+        assert "bad.json item 2: missing field 'text'." in str(exc) and len(exc.problems) == 1
+    else:
+        raise AssertionError("a card without text was accepted")
+    broken = write(tmp_path / "broken.json", '[\n  {"id": "b1", "title": "t", "text": "x"},\n  {"id": \n]')
+    try:
+        load_any(broken)
+    except LoadError as exc:
+        assert exc.problems[0].startswith("broken.json:4: invalid JSON (Expecting value at column 1)")
+    else:
+        raise AssertionError("broken JSON was accepted")
+
+
+def test_a_header_naming_a_column_twice_is_refused_by_name(tmp_path):
+    from retrieval.formats import LoadError
+
+    path = write(tmp_path / "cards.csv", "id,title,Text,text\nb1,t,first text,second text\n")
+    try:
+        load_any(path)
+    except LoadError as exc:
+        assert "cards.csv:1: column 'text' appears twice in the header (columns 3 and 4)" in str(exc), str(exc)
+    else:
+        raise AssertionError("a header naming text twice was read")
