@@ -451,8 +451,8 @@ def wire(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[
                           api_visibility="private").then(**common)
     p["preset"].input(apply_preset, [p["preset"], *a_list], b_list, api_visibility="private",
                       preprocess=False).then(**common)  # apply_preset types A's values itself
-    p["relevant"].input(tick, [query, p["relevant"], p["ticked"]], p["ticked"],
-                        api_visibility="private").then(**common)
+    p["relevant"].input(tick, [query, p["relevant"], p["ticked"]], p["ticked"],  # tick keeps only text marks
+                        api_visibility="private", preprocess=False).then(**common)
     outputs["explain_doc"].input(**again)
     p["copy"].click(None, [p["link"]], None, js=COPY_JS)
 

@@ -79,6 +79,11 @@ def list_sources(runs_dir: Path | None = None, corpora: Sequence[tuple[str, str]
     return choices
 
 
+def _known(configs: Any) -> list[str]:
+    """The configurations a page value names (a client may send anything: what is not one is left out)."""
+    return [c for c in configs if c in CONFIGS] if isinstance(configs, (list, tuple)) else []
+
+
 def _ordered(configs: Sequence[str], report: Mapping[str, Any]) -> list[str]:
     return [c for c in CONFIGS if c in configs and c in report["configs"]]
 
@@ -317,7 +322,7 @@ def show(source: str, configs: Sequence[str], hybrid: str, limit: float | None =
                        "corpus, or a cached runs/*/report.json it lists).")
     if hybrid not in HYBRIDS:
         return _failed(f"'Wins and losses of' is one of {', '.join(HYBRIDS)}; got {str(hybrid)[:40]!r}.")
-    configs = [c for c in configs if c in CONFIGS] if isinstance(configs, (list, tuple)) else []
+    configs = _known(configs)
     try:
         with jobs.running() as flag:
             report, note = load_source(source, configs or list(CONFIGS), jobs.ticker(flag, progress),
@@ -341,7 +346,7 @@ def redraw(state: Mapping[str, Any] | None, configs: Sequence[str]):
         msg = "Press Show first."
         return error_html(msg), message_figure(msg), message_figure(msg)
     report = state["report"]
-    configs = list(configs or [])
+    configs = _known(configs)
     return (summary_html(report, state["note"], configs), metrics_figure(report, configs),
             category_figure(report, configs))
 
@@ -425,7 +430,8 @@ def build_evaluation_tab(runs_dir: Path | None = None, corpus: gr.Textbox | None
                       [summary, metrics_plot, category_plot, wins, sweep_param, sweep_plot, state], **jobs.HEAVY,
                       preprocess=False, **private)
     stop.click(jobs.cancel, None, summary, cancels=[shown], concurrency_limit=None, **private)
-    configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot], **private)
+    configs.input(redraw, [state, configs], [summary, metrics_plot, category_plot], preprocess=False,
+                  **private)  # redraw keeps only known configurations itself
     hybrid.input(redraw_wins, [state, hybrid], wins, **private)
     sweep_param.input(redraw_sweep, [state, sweep_param], sweep_plot, **private)
     build_compare_section(corpus, ab_kept)  # A vs B over a corpus's labeled turns, each turn linking to compare mode

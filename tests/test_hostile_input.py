@@ -176,3 +176,6 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
     for bad in ("abc", [1], math.inf):
         report = send(first["run_tune"], bad, "Number")["data"][0]
         assert "Seed must be a whole number" in report, report
+    for name in ("tick", "redraw"):  # a checkbox group's value that is not a list
+        for bad in (None, 5, "abc"):
+            send(first[name], bad, "CheckboxGroup")
