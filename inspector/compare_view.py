@@ -466,6 +466,6 @@ def wire_load(app: gr.Blocks, p: dict[str, Any], query: Any, controls: dict[str,
                                         p["pending_doc"], p["base"], corpus, p["preset"]],
                         api_visibility="private")
     turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
-    restored.then(handlers.rerun_turn, [query, *a_list, p["pending_doc"], corpus], turn_outputs,
-                  api_visibility="private").then(**_refresh_event(p, query, controls, outputs, corpus,
-                                                                    p["pending_doc"]))
+    restored.then(handlers.rerun_turn, [query, *a_list, p["pending_doc"], corpus], turn_outputs,  # it types them
+                  api_visibility="private", preprocess=False).then(**_refresh_event(p, query, controls, outputs,
+                                                                                     corpus, p["pending_doc"]))

@@ -256,8 +256,8 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
     # these events gets a message instead of Gradio's processing error
     ask.click(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False, **private)
     card.submit(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False, **private)
-    for event in turn_events:
-        event.then(judged_view, [query, corpus_box, *a_list], [judge, judged], **private)
+    for event in turn_events:  # (judged_view types A's values through handlers.execute: no preprocess needed)
+        event.then(judged_view, [query, corpus_box, *a_list], [judge, judged], preprocess=False, **private)
     judge.input(picked, [query, judge, corpus_box], None, queue=False, **private)
     save.click(save_judgment, [query, judge, grade, corpus_box], judged, **private)
 
@@ -270,7 +270,8 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
         turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
         parts["apply"].click(apply_tune, parts["state"], [*a_list, *b_list, panel["compare_on"], panel["panel"],
                                                           parts["message"]], **private) \
-            .then(handlers.rerun_turn, [query, *a_list, outputs["explain_doc"], corpus_box], turn_outputs, **private) \
+            .then(handlers.rerun_turn, [query, *a_list, outputs["explain_doc"], corpus_box], turn_outputs,
+                  preprocess=False, **private) \
             .then(**compare_view._refresh_event(panel, query, controls, outputs, corpus_box))
 
     return wire_apply
@@ -288,7 +289,8 @@ def build_tune(source: Any) -> None:
         report = gr.HTML("", elem_id="tune-report")
         message = gr.HTML("", elem_id="tune-message")
     state = gr.State(None)
-    run.click(run_tune, [source, seed], [report, state], api_visibility="private", **jobs.HEAVY)  # one heavy job
+    run.click(run_tune, [source, seed], [report, state], api_visibility="private", preprocess=False,  # it checks
+              **jobs.HEAVY)  # one heavy job
     from gradio.context import Context
 
     if Context.root_block is not None:
@@ -305,6 +307,9 @@ def run_tune(source: str | None, seed: Any, progress: Any = gr.Progress()) -> tu
         return render_message("Tune runs on a live corpus: pick a 'live run' entry in Dataset."), None
     try:
         seed_value = int(seed or 0)
+    except (TypeError, ValueError, OverflowError):
+        return render_message(f"Seed must be a whole number (0, 1, 2, …), got {str(seed)[:40]!r}."), None
+    try:
         settings = handlers.base_settings()
         dataset, retriever, _ = open_labeled(name.removeprefix("live:"), settings)
         with jobs.running() as flag:  # a heavy job: stops after the turn it is on when its page goes away

@@ -163,7 +163,8 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
         values[slider] = bad
         return asyncio.run(app.process_api(block_fn=fn, inputs=values, state=SessionState(app), request=None))
 
-    for name in ("refresh", "why_not", "apply_preset", "update_classroom", "update_fusions"):
+    for name in ("refresh", "why_not", "apply_preset", "update_classroom", "update_fusions", "judged_view",
+                 "rerun_turn"):
         for bad in ("abc", [1], math.nan):
             out = send(first[name], bad)["data"]  # raised ComponentProcessingError before
             _clean(out)
@@ -172,3 +173,6 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
         for bad in ("abc", [1], math.inf, -1):
             summary = send(first[name], bad, "Number")["data"][0]
             assert "at most N turns&#x27; must be a number, 0 (all turns) or more" in summary, summary
+    for bad in ("abc", [1], math.inf):
+        report = send(first["run_tune"], bad, "Number")["data"][0]
+        assert "Seed must be a whole number" in report, report
