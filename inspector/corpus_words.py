@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from inspector import render
 from inspector.examples import EXAMPLES
-from retrieval.corpora import SHIPPED, CorpusData, Registry
+from retrieval.corpora import SHIPPED, CorpusData, Registry, medication_cards
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def words_for(corpus: str | None) -> CorpusWords:
 
 def _words(data: CorpusData) -> CorpusWords:
     entry = data.entry
-    shipped = entry.kind == SHIPPED
+    shipped = entry.kind == SHIPPED and medication_cards(entry.source)  # CORPUS_PATH may hold someone else's
     if shipped:
         steps = tuple(Step(e.label, e.text, e.shows, e.card) for e in EXAMPLES)
         return CorpusWords(entry.name, True, len(data.cards), len(data.chunks), SHIPPED_PLACEHOLDER, steps, "")

@@ -16,6 +16,7 @@ resumes from what was stored.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -30,9 +31,10 @@ from typing import Any
 
 from retrieval import corpus_store
 from retrieval.context import REFUSAL
-from retrieval.corpus import DEFAULT_CHUNK_WORDS, Dataset, LabeledQuery, fingerprint, load_shipped, split_cards
+from retrieval.corpus import (DEFAULT_CHUNK_WORDS, CorpusError, Dataset, LabeledQuery, fingerprint, load_cards,
+                              load_shipped, split_cards)
 from retrieval.formats import Limits, LoadError, load_any
-from retrieval.settings import Settings
+from retrieval.settings import PROJECT_ROOT, Settings
 from retrieval.types import Card, Chunk
 
 log = logging.getLogger(__name__)
@@ -228,7 +230,8 @@ class Registry(_Changes):
 
     def entries(self) -> list[CorpusEntry]:
         """The shipped cards, the corpora in the store, then the BEIR folders under the data root."""
-        shipped = CorpusEntry(SHIPPED, SHIPPED, str(self.settings.corpus_path), "cards-jsonl", refusal=REFUSAL)
+        shipped = CorpusEntry(SHIPPED, SHIPPED, str(self.settings.corpus_path), "cards-jsonl",
+                              refusal=shipped_refusal(self.settings.corpus_path))
         stored = [entry_of(r) for r in self._records()]
         return [shipped, *stored, *beir_folders(self.data_root, stored)]
 
@@ -350,6 +353,32 @@ class Registry(_Changes):
         data = CorpusData(entry, tuple(loaded.cards), tuple(chunks), tuple(loaded.queries), loaded.notes)
         return _remember(("store", self.settings.chroma_host or self.settings.chroma_path, final, fp, entry.added),
                          data), True
+
+
+def medication_cards(path: str | Path) -> bool:
+    """Whether the cards at ``path`` (CORPUS_PATH) are medication cards: the bundled set, or cards whose topics
+    (besides ``general``) are all among the bundled set's and at least one is. They keep the medication wording
+    (``REFUSAL``, the page's banner, examples and placeholder); someone else's cards put at CORPUS_PATH get the
+    neutral wording of any other corpus. An unreadable file keeps the medication wording (the turn says why)."""
+    try:
+        return _medication_cards(str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
+    except (OSError, CorpusError):
+        return True
+
+
+@functools.lru_cache(maxsize=8)
+def _medication_cards(path: str, _mtime_ns: int) -> bool:
+    bundled = PROJECT_ROOT / "corpus" / "cards.jsonl"
+    if path == str(bundled.resolve()):
+        return True
+    known = {c.topic for c in load_cards(bundled)} - {"general"}
+    topics = {c.topic for c in load_cards(path)} - {"general"}
+    return bool(topics) and topics <= known
+
+
+def shipped_refusal(path: str | Path) -> str:
+    """What the assistant says when it refuses a turn on the cards at CORPUS_PATH (``medication_cards``)."""
+    return REFUSAL if medication_cards(path) else NEUTRAL_REFUSAL
 
 
 def entry_of(row: dict[str, Any]) -> CorpusEntry:
@@ -578,7 +607,7 @@ def turn_corpus(name: str | None, settings: Settings):
     from retrieval.pipeline import get_retriever
 
     if not name or name == SHIPPED:
-        return get_retriever(settings), REFUSAL
+        return get_retriever(settings), shipped_refusal(settings.corpus_path)
     data = Registry(settings).open(name)
     if not is_ready(data, settings) and not is_indexed(data, settings):
         raise ValueError(f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "

@@ -246,3 +246,24 @@ def test_a_header_naming_a_column_twice_is_refused_by_name(tmp_path):
         assert "cards.csv:1: column 'text' appears twice in the header (columns 3 and 4)" in str(exc), str(exc)
     else:
         raise AssertionError("a header naming text twice was read")
+
+
+def test_someone_elses_cards_at_corpus_path_do_not_speak_of_medication(tmp_path):
+    """CORPUS_PATH is "the cards JSONL": pointed at a bicycle collection, the shipped slot must not carry the
+    medication banner, the GlucoSense examples and placeholder, or the pharmacist refusal."""
+    from inspector import corpus_words
+    from retrieval.context import REFUSAL
+    from retrieval.corpora import NEUTRAL_REFUSAL, Registry
+    from retrieval.settings import Settings
+    from tests.conftest import MINI_CARDS, PATIENT
+
+    bikes = Path(__file__).resolve().parent.parent / "corpus" / "eval" / "bicycles" / "cards.jsonl"
+    for cards, medication in ((bikes, False), (MINI_CARDS, True)):
+        s = Settings(corpus_path=str(cards), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
+                     data_root=str(tmp_path / "eval"), **PATIENT)
+        assert Registry(s).get("shipped").refusal == (REFUSAL if medication else NEUTRAL_REFUSAL)
+        words = corpus_words._words(Registry(s).open("shipped"))
+        banner, shown = corpus_words.banner(words), " ".join([words.placeholder, *(st.text for st in words.steps)])
+        assert ("not medical advice" in banner) == medication and ("GlucoSense" in shown) == medication
+        if not medication:
+            assert words.steps and all("bike" in (st.card or "") for st in words.steps)  # its own labeled turns
