@@ -303,7 +303,7 @@ def test_tab_sources_and_cached_report(cached_runs):
     label, path = choices[1]
     assert "mini: cached file mini/report.json (2026-01-01T00:00:00)" == label
     summary, metrics, categories, wins, sweep_update, sweep_fig, state = show(path, ["bm25", "dense", "rrf"], "rrf",
-                                                                             progress=None)
+                                                                             progress=None, runs_dir=cached_runs)
     assert "Shown: the cached file" in summary and "Not re-run here" in summary
     assert "python -m retrieval eval --save-runs runs/mini" in summary
     assert [t.name for t in metrics.data] == ["bm25", "dense", "rrf"]
@@ -331,8 +331,8 @@ def test_wins_and_losses_match_per_turn_scores(mini_report):
 def test_tab_errors_are_messages(tmp_path):
     from inspector.evaluation_tab import redraw, redraw_sweep, show
 
-    out = show(str(tmp_path / "missing.json"), ["rrf"], "rrf", progress=None)
-    assert "no such report" in out[0] and out[1].layout.annotations
+    out = show(str(tmp_path / "missing.json"), ["rrf"], "rrf", progress=None, runs_dir=tmp_path)
+    assert "is not a dataset of this page" in out[0] and out[1].layout.annotations  # only what the menu lists
     assert "Press Show first" in redraw(None, ["rrf"])[0]
     assert redraw_sweep(None, None).layout.annotations
 
