@@ -131,11 +131,12 @@ def _corpus_name(corpus: str | None) -> str:
     return corpus or SHIPPED
 
 
-# session -> (digest of the turn key, corpus, card id): the card a session last picked to judge (by the Why not…? box
-# or by hand). The judge picker is refilled after every turn, as the last event of the turn's chain; a person who asks
-# "Why not X?" while that chain is still running (the charts come first) would otherwise see the refill wipe X out of
-# the picker, and Save would then say "pick a card" (seen in CI on a slow machine). One small entry per session,
-# the oldest dropped past MAX_PICKS (an API client never closes its page).
+# session -> (digest of the turn key, corpus, card id): the card a session last picked to judge with the Why not…?
+# box. The judge picker is refilled after every turn, as the last event of the turn's chain; a person who asks "Why
+# not X?" while that chain is still running (the charts come first) would otherwise see the refill wipe X out of the
+# picker, and Save would then say "pick a card" (seen in CI on a slow machine). So the refill keeps the pick, and
+# a refill also follows every Why not…?, so the last word on the picker is always a refill that saw the pick. One
+# small entry per session, the oldest dropped past MAX_PICKS (an API client never closes its page).
 _PICKS: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
 _PICKS_LOCK = threading.Lock()
 MAX_PICKS = 4096
@@ -170,11 +171,6 @@ def pick_for(session: str | None, query: str, corpus: str | None) -> str | None:
 def end_session(request: gr.Request | None = None) -> None:
     """The page closed (Gradio's ``unload``): forget its pick."""
     remember_pick(getattr(request, "session_hash", None) or handlers.current_session(), "", None, None)
-
-
-def picked(query: str, card: str | None, corpus: str | None, request: gr.Request) -> None:
-    """Callback: the person chose a card in the judge picker by hand; a refill for the same turn keeps it."""
-    remember_pick(getattr(request, "session_hash", None), query, corpus, card)
 
 
 def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, str]:
@@ -252,13 +248,15 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
     a_list, b_list = list(controls.values()), list(panel["b"].values())
     private = dict(api_visibility="private")
     why_inputs = [query, card, corpus_box, panel["compare_on"], *a_list, *b_list]
-    # preprocess=False: why_not types every control itself (handlers.execute), so a malformed slider value sent to
-    # these events gets a message instead of Gradio's processing error
-    ask.click(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False, **private)
-    card.submit(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False, **private)
-    for event in turn_events:  # (judged_view types A's values through handlers.execute: no preprocess needed)
-        event.then(judged_view, [query, corpus_box, *a_list], [judge, judged], preprocess=False, **private)
-    judge.input(picked, [query, judge, corpus_box], None, queue=False, **private)
+    # preprocess=False: why_not and judged_view type every control themselves (handlers.execute), so a malformed
+    # slider value sent to these events gets a message instead of Gradio's processing error
+    refill = dict(fn=judged_view, inputs=[query, corpus_box, *a_list], outputs=[judge, judged], preprocess=False,
+                  **private)
+    for asked in (ask.click, card.submit):  # a refill follows each Why not…?: the last word on the picker is always
+        asked(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False,  # a refill that
+              **private).then(**refill)  # saw the box's pick, whenever the turn's own refill lands
+    for event in turn_events:
+        event.then(**refill)
     save.click(save_judgment, [query, judge, grade, corpus_box], judged, **private)
 
     def wire_apply(app: gr.Blocks) -> None:

@@ -55,13 +55,13 @@ def test_the_refill_after_a_turn_keeps_the_card_the_session_picked_for_that_turn
         LocalContext.request.reset(token)
     why_view.end_session(gr.Request(session_hash="session-a"))
     assert why_view.pick_for("session-a", TURN, None) is None
-    # a hand pick is what the client sent: kept only if it is a card of the corpus, and only so much of it
+    # a pick that is not a card of the corpus never reaches the picker, and an over-long one is not kept
     token = LocalContext.request.set(gr.Request(session_hash="session-d"))
     try:
-        why_view.picked(TURN, "<img src=x onerror=alert(1)>", None, gr.Request(session_hash="session-d"))
+        why_view.remember_pick("session-d", TURN, None, "<img src=x onerror=alert(1)>")
         assert why_view.pick_for("session-d", TURN, None) == "<img src=x onerror=alert(1)>"
         assert why_view.judged_view(TURN, None, *values)[0].value is None
-        why_view.picked(TURN, "x" * 10_000, None, gr.Request(session_hash="session-d"))
+        why_view.remember_pick("session-d", TURN, None, "x" * 10_000)
         assert why_view.pick_for("session-d", TURN, None) is None
     finally:
         LocalContext.request.reset(token)
