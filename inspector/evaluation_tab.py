@@ -52,6 +52,7 @@ esc = html.escape
 # ------------------------------------------------------------------------------------------------- sources
 HYBRIDS = ("rrf", "full")  # the hybrid configurations whose wins and losses the tab lists
 
+
 def corpus_sources() -> list[tuple[str, str]]:
     """A live entry for every registry corpus with labeled turns besides the shipped set (``live:<name>``)."""
     try:

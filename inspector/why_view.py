@@ -180,22 +180,21 @@ def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, st
         turn = handlers.execute(query, dict(zip(CONTROLS, a_values)), corpus)
     except (QueryError, ValueError):
         return gr.Dropdown(choices=[], value=None), ""
-    judged = _judged(turn.query, corpus, turn.retriever)  # reads the store: can take a while on a busy machine
+    titles = cards_of(turn.retriever)  # one pass over the corpus's sub-chunks, for the judgments and the picker
+    judged = _judged(turn.query, corpus, titles)  # reads the store: can take a while on a busy machine
     pick = pick_for(handlers.current_session(), turn.query, corpus)  # so read last: a Why not…? answered meanwhile
-    titles = cards_of(turn.retriever)
-    pick = pick if pick in titles else None  # a hand pick is whatever the client sent
+    pick = pick if pick in titles else None  # a corpus replaced under the same name may not hold that card any more
     return gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick, titles=titles), value=pick), judged
 
 
-def _judged(query: str, corpus: str | None, retriever) -> str:
+def _judged(query: str, corpus: str | None, titles: Mapping[str, str]) -> str:
     try:
         rows = JudgmentStore(handlers.base_settings()).all(_corpus_name(corpus))
     except Exception as exc:
         log.warning("judgments unavailable: %s", exc)
         return render_message(f"Judgments are unavailable ({type(exc).__name__}): the store cannot be read.")
     mine = [j for j in rows if turn_key(j.turn) == turn_key(query)]
-    return render_judged({j.card_id: j.grade for j in mine}, {j.card_id: j.made_at for j in mine},
-                         cards_of(retriever))
+    return render_judged({j.card_id: j.grade for j in mine}, {j.card_id: j.made_at for j in mine}, titles)
 
 
 def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None) -> str:
@@ -214,7 +213,7 @@ def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None) 
         turn = clean_query(query)
         JudgmentStore(settings).put(_corpus_name(corpus), turn, card_id, check_grade(grade),
                                     fingerprint=fingerprint(retriever.chunks))
-        return _judged(turn, corpus, retriever)
+        return _judged(turn, corpus, cards_of(retriever))
     except (QueryError, ValueError) as exc:
         return render_message(str(exc))
     except Exception as exc:
