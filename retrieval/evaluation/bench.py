@@ -27,6 +27,7 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
@@ -37,6 +38,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from retrieval.settings import PROJECT_ROOT, Settings
 from retrieval.types import Chunk
@@ -54,8 +57,9 @@ STAGE_LABELS = {
     "rerank": "cross-encoder rerank",
     "dedup_threshold": "parent dedup + top_k + threshold",
 }
-REPLICA_NOTE = ("corpus replicated with suffixed card ids (<id>~r<n>); each distinct text embedded once and its "
-                "vector reused for its replicas")
+REPLICA_NOTE = ("corpus replicated with suffixed card ids and titles (<id>~r<n>); each distinct text embedded once, "
+                "each replica's vector that one nudged by a fixed offset of its own (cosine ~0.995), so Chroma holds "
+                "a row per sub-chunk")
 
 
 # ----------------------------------------------------------------------------------------------- statistics
@@ -138,9 +142,11 @@ def hardware() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ replicas
-def replicate_chunks(chunks: Sequence[Chunk], target: int) -> list[Chunk]:
+def replicate_chunks(chunks: Sequence[Chunk], target: int, *, mark_titles: bool = False) -> list[Chunk]:
     """``chunks`` repeated until there are at least ``target``: replica 0 keeps the ids, replica n>0 renames card
-    ``c`` to ``c~r<n>`` (chunk ``c#i`` becomes ``c~r<n>#i``); texts are unchanged."""
+    ``c`` to ``c~r<n>`` (chunk ``c#i`` becomes ``c~r<n>#i``); texts are unchanged, and so are titles unless
+    ``mark_titles`` (then a replica's title ends in `` ~r<n>``, which ``ReplicaEmbedder`` reads: the dense store
+    keeps one row per distinct text, so unmarked replicas would all share their original's row)."""
     if not chunks:
         raise ValueError("cannot replicate an empty corpus: CORPUS_PATH has no sub-chunks.")
     if isinstance(target, bool) or not isinstance(target, int) or target < 1:
@@ -151,7 +157,7 @@ def replicate_chunks(chunks: Sequence[Chunk], target: int) -> list[Chunk]:
         for c in chunks:
             parent = f"{c.parent_id}~r{n}"
             out.append(Chunk(chunk_id=f"{parent}#{c.chunk_id.rsplit('#', 1)[-1]}", parent_id=parent,
-                             title=c.title, lang=c.lang, text=c.text))
+                             title=f"{c.title} ~r{n}" if mark_titles else c.title, lang=c.lang, text=c.text))
         n += 1
     return out
 
@@ -178,6 +184,25 @@ class MemoEmbedder:
     @property
     def distinct(self) -> int:
         return len(self._memo)
+
+
+class ReplicaEmbedder(MemoEmbedder):
+    """A ``MemoEmbedder`` for replicas made with ``replicate_chunks(mark_titles=True)``: a text whose title ends in
+    `` ~r<n>`` gets its original's vector (embedded once) nudged by a fixed offset seeded by ``n`` (cosine ~0.995),
+    so a replicated corpus is stored as a row per sub-chunk (HNSW at its size) without embedding every replica.
+    Deterministic, so a reopened store re-embeds its sample to the stored vectors."""
+
+    _MARK = re.compile(r"(.*) ~r(\d+)")
+
+    def embed_document(self, text: str):
+        title, newline, body = text.partition("\n")
+        mark = self._MARK.fullmatch(title) if newline else None
+        if mark is None:
+            return super().embed_document(text)
+        base = np.asarray(super().embed_document(f"{mark[1]}\n{body}" if mark[1] else body), dtype=np.float32)
+        nudge = np.random.default_rng(int(mark[2])).standard_normal(base.shape[0]).astype(np.float32)
+        vec = base + 0.1 * nudge / np.linalg.norm(nudge)
+        return vec / np.linalg.norm(vec)
 
 
 def retriever_with_embedder(settings: Settings, chunks: Sequence[Chunk], embedder: Embedder,
@@ -554,8 +579,8 @@ def run_scale(settings: Settings, base: Sequence[Chunk], turns: Sequence[str], t
     from retrieval.encoders import load_embedder
 
     own_peak = reset_peak_rss()
-    chunks = replicate_chunks(base, target)
-    embedder = MemoEmbedder(load_embedder(settings.embedding_model))
+    chunks = replicate_chunks(base, target, mark_titles=True)
+    embedder = ReplicaEmbedder(load_embedder(settings.embedding_model))
     log(f"scale {len(chunks):,} sub-chunks: building BM25 and the Chroma collection")
     s = settings.replace(chroma_path=str(workdir / f"chroma-{target}"))
     start = time.perf_counter()
