@@ -540,9 +540,11 @@ def is_indexed(data: CorpusData, settings: Settings) -> bool:
         return True
     from retrieval.encoders import canonical_embedder
 
+    from retrieval.dense import stored_rows
+
     name = collection_names(data.chunks, [canonical_embedder(settings.embedding_model)])[0]
     try:
-        return corpus_store.client_for(settings).get_collection(name).count() == len(data.chunks)
+        return corpus_store.client_for(settings).get_collection(name).count() == len(stored_rows(data.chunks))
     except Exception:
         return False
 

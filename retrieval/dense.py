@@ -229,11 +229,24 @@ def stderr_progress(done: int, total: int) -> None:
     print(f"embedding chunks into Chroma: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-class _ResumableBuild:
-    """The build half of ``DenseStore``: embed the sub-chunks a collection lacks (all of them for a new one) and
-    check that a partial collection's vectors can be kept."""
+def stored_rows(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """The sub-chunks a dense collection stores: the first of each distinct indexed text, in corpus order.
 
-    _chunks: list[Chunk]
+    Sub-chunks with the same text (one notice in hundreds of cards, a corpus uploaded twice under other ids) have the
+    same vector, and HNSW cannot hold many exact duplicates: their neighbour lists fill with each other, the graph
+    splits, and searches (the open's check too) stop finding other vectors. So each text is stored once, and a
+    search gives every sub-chunk of that text its score."""
+    first: dict[str, Chunk] = {}
+    for chunk in chunks:
+        first.setdefault(chunk.indexed_text, chunk)
+    return list(first.values())
+
+
+class _ResumableBuild:
+    """The build half of ``DenseStore``: embed the rows a collection lacks (all of them for a new one) and check
+    that a partial collection's vectors can be kept."""
+
+    _rows: list[Chunk]  # what the collection stores: one sub-chunk per distinct text (``stored_rows``)
     embedder: Embedder
     cancel: threading.Event | None
 
@@ -242,18 +255,18 @@ class _ResumableBuild:
         batches; ``cancel`` is checked between sub-chunks, and what was embedded before a cancel is stored first,
         so the next open resumes from it."""
         start = time.perf_counter()
-        vectors = np.zeros((len(self._chunks), self.embedder.dim), dtype=np.float32)
-        for i, chunk in enumerate(self._chunks):
+        vectors = np.zeros((len(self._rows), self.embedder.dim), dtype=np.float32)
+        for i, chunk in enumerate(self._rows):
             if chunk.chunk_id in have:
                 vectors[i] = have[chunk.chunk_id]
-        missing = [i for i, c in enumerate(self._chunks) if c.chunk_id not in have]
-        done, total = len(have), len(self._chunks)
+        missing = [i for i, c in enumerate(self._rows) if c.chunk_id not in have]
+        done, total = len(have), len(self._rows)
         self.resumed_from = done
         pending: list[int] = []
 
         def flush() -> None:
             if pending:
-                batch = [self._chunks[i] for i in pending]
+                batch = [self._rows[i] for i in pending]
                 # upsert: another process indexing the same corpus writes the same ids and vectors (the
                 # embedders are deterministic), so both end with one complete collection
                 collection.upsert(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
@@ -273,9 +286,9 @@ class _ResumableBuild:
             block = missing[lo : lo + step]
             try:
                 if many is not None:
-                    vectors[block] = many([self._chunks[i].indexed_text for i in block])
+                    vectors[block] = many([self._rows[i].indexed_text for i in block])
                 else:
-                    vectors[block[0]] = self.embedder.embed_document(self._chunks[block[0]].indexed_text)
+                    vectors[block[0]] = self.embedder.embed_document(self._rows[block[0]].indexed_text)
             except Exception as exc:
                 raise EmbeddingFailed(self._name_failure(block, exc)) from exc
             pending.extend(block)
@@ -291,11 +304,11 @@ class _ResumableBuild:
         """Which sub-chunk the embedder failed on (a failed block is retried one text at a time to find it)."""
         for i in block if len(block) > 1 else ():
             try:
-                self.embedder.embed_document(self._chunks[i].indexed_text)
+                self.embedder.embed_document(self._rows[i].indexed_text)
             except Exception as one:
                 block, exc = [i], one
                 break
-        return (f"embedding sub-chunk {self._chunks[block[0]].chunk_id!r} failed ({type(exc).__name__}: {exc})")
+        return (f"embedding sub-chunk {self._rows[block[0]].chunk_id!r} failed ({type(exc).__name__}: {exc})")
 
     def _read_present(self, collection, ids: list[str]) -> dict[str, np.ndarray]:
         """The stored vectors of this corpus's ids (those present)."""
@@ -320,7 +333,7 @@ class _ResumableBuild:
     def _verify_sample(self, have: dict[str, np.ndarray]) -> str:
         """Why the vectors of a partial collection cannot be kept ("" if they can): not unit length, or a sample
         that does not re-embed to its stored vector."""
-        present = [c for c in self._chunks if c.chunk_id in have]
+        present = [c for c in self._rows if c.chunk_id in have]
         stored = np.stack([have[c.chunk_id] for c in present])
         bad = np.flatnonzero(np.abs(np.linalg.norm(stored, axis=1) - 1.0) > 1e-2)
         if bad.size:
@@ -370,6 +383,14 @@ class DenseStore(_ResumableBuild):
         self.client = client
         self._chunks = list(chunks)
         self._by_id = {c.chunk_id: c for c in self._chunks}
+        # An attached collection is read as it was made (a row per sub-chunk); this app's own store one per text.
+        self._rows = list(self._chunks) if attach else stored_rows(self._chunks)
+        row_of_text = {c.indexed_text: i for i, c in enumerate(self._rows)}
+        self._row_of = (np.arange(len(self._chunks)) if attach
+                        else np.array([row_of_text[c.indexed_text] for c in self._chunks], dtype=np.int64))
+        self._copies: dict[str, list[str]] = {c.chunk_id: [] for c in self._rows}  # row id -> its sub-chunks
+        for chunk, row in zip(self._chunks, self._row_of):
+            self._copies[self._rows[row].chunk_id].append(chunk.chunk_id)
         self.fingerprint = fingerprint(self._chunks, embedder.name)
         self.collection_name = attach or f"chunks-{self.fingerprint}"
         self.built = False
@@ -384,14 +405,14 @@ class DenseStore(_ResumableBuild):
     def _open_or_build(self, progress: Progress | None):
         metadata = {"hnsw:space": "cosine", "model": self.embedder.name, "fingerprint": self.fingerprint}
         collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
-        ids = [c.chunk_id for c in self._chunks]
+        ids = [c.chunk_id for c in self._rows]
         count = collection.count()
         have: dict[str, np.ndarray] = {}
         if count == len(ids) and len(ids) > 0:
             got = self._read_embeddings(collection, ids)
             problem = "it lacks some of the corpus ids" if got is None else self._verify(collection, got)
             if not problem:
-                self.embeddings = got
+                self.embeddings = got[self._row_of]
                 return collection
             log.warning("Chroma collection %s does not match the corpus (%s); rebuilding it",
                         self.collection_name, problem)
@@ -401,8 +422,8 @@ class DenseStore(_ResumableBuild):
             # only the missing sub-chunks; anything else rebuilds from scratch.
             foreign = self._foreign_ids(collection, set(ids))  # (not count - len(have): another process may
             have = self._read_present(collection, ids)  # be adding to the same collection right now)
-            problem = (f"{foreign} stored ids are not sub-chunks of this corpus" if foreign
-                       else self._verify_sample(have) if have else "")
+            problem = (f"{foreign} stored ids are not rows of this corpus (one per distinct sub-chunk text)"
+                       if foreign else self._verify_sample(have) if have else "")
             if problem:
                 log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
                             "rebuilding it", self.collection_name, count, len(ids), problem)
@@ -414,7 +435,7 @@ class DenseStore(_ResumableBuild):
         if count and not have:
             self.client.delete_collection(self.collection_name)
             collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
-        self.embeddings = self._embed_missing(collection, have, progress or stderr_progress)
+        self.embeddings = self._embed_missing(collection, have, progress or stderr_progress)[self._row_of]
         self.built = True
         return collection
 
@@ -442,13 +463,13 @@ class DenseStore(_ResumableBuild):
         norms = np.linalg.norm(stored, axis=1)
         bad = np.flatnonzero(np.abs(norms - 1.0) > 1e-2)
         if bad.size:
-            return f"{bad.size} stored vectors are not unit length, e.g. {self._chunks[bad[0]].chunk_id!r}"
+            return f"{bad.size} stored vectors are not unit length, e.g. {self._rows[bad[0]].chunk_id!r}"
         n = len(stored)
         for i in np.unique(np.linspace(0, n - 1, min(n, VERIFY_REEMBED)).astype(int)):
-            fresh = self.embedder.embed_document(self._chunks[i].indexed_text)
+            fresh = self.embedder.embed_document(self._rows[i].indexed_text)
             cosine = float(np.dot(fresh, stored[i]))
             if cosine < 0.999:
-                return (f"the stored vector of {self._chunks[i].chunk_id!r} is not its text's embedding "
+                return (f"the stored vector of {self._rows[i].chunk_id!r} is not its text's embedding "
                         f"(cosine {cosine:.3f})")
         probes = np.unique(np.linspace(0, n - 1, min(n, VERIFY_PROBES)).astype(int))
         got = collection.query(query_embeddings=stored[probes], n_results=1, include=["distances"])
@@ -469,15 +490,18 @@ class DenseStore(_ResumableBuild):
         return np.stack([rows[i] for i in ids])
 
     def search(self, query_vector: np.ndarray, depth: int) -> list[Hit]:
-        """The ``depth`` nearest chunks by cosine similarity (Chroma's cosine distance is 1 - cosine)."""
+        """The ``depth`` nearest sub-chunks by cosine similarity (Chroma's cosine distance is 1 - cosine)."""
         if depth < 1 or not self._chunks:
             return []
         got = self.collection.query(
             query_embeddings=[np.asarray(query_vector, dtype=np.float32)],
-            n_results=min(depth, len(self._chunks)),
+            n_results=min(depth, len(self._rows)),
             include=["distances"],
         )
-        pairs = sorted(zip(got["ids"][0], got["distances"][0]), key=lambda p: (p[1], p[0]))
+        # every sub-chunk of a stored text at that text's distance (ties in id order); ``depth`` rows bring at
+        # least ``depth`` sub-chunks, so the nearest ``depth`` are among them
+        pairs = sorted(((cid, dist) for row, dist in zip(got["ids"][0], got["distances"][0])
+                        for cid in self._copies.get(row, (row,))), key=lambda p: (p[1], p[0]))[:depth]
         # cosine and ip distances are 1 - cosine for unit vectors; squared l2 (an attached collection's default
         # space) is 2 - 2 cosine
         half = 0.5 if self.space == "l2" else 1.0
