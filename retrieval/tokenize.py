@@ -26,6 +26,9 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 # A CJK run (letters only), or a run of any other letters and digits: the two are separate tokens ("GS40の" ->
 # "gs40", "の"), so every character ``_WORD`` keeps is still kept, and nothing else.
 _TOKEN = re.compile(f"(?P<cjk>(?:(?![\\W_])[{_CJK}])+)|[^\\W_{_CJK}]+")
+# By script, for telling Korean (Hangul) and Japanese (any kana) from Chinese (Han alone).
+_HANGUL = re.compile("[\u1100-\u11ff\u3131-\u318e\ua960-\ua97f\uac00-\ud7ff\uffa0-\uffdc]")
+_KANA = re.compile("[\u3041-\u309f\u30a1-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 # Version of the analysis: anything kept that was computed from these tokens of a text with CJK characters in it
 # (a refusal calibration) carries it, so that nothing built by the whole-run tokenizer (before it) is reused.
 CJK_ANALYSIS = "cjk-bigrams-1"
@@ -60,6 +63,20 @@ _STEMMER_NAMES = {"en": "english", "es": "spanish", "pt": "portuguese"}
 def has_cjk(text: str) -> bool:
     """True if ``text`` holds a Chinese, Japanese or Korean character (its tokens include bigrams)."""
     return _HAS_CJK.search(text) is not None
+
+
+def cjk_language(text: str) -> tuple[str, int]:
+    """``(language, letters)``: ``ko`` if most CJK letters of ``text`` are Hangul, else ``ja`` if any is kana, else
+    ``zh``; and how many CJK letters it has (``("", 0)`` for none)."""
+    if not _HAS_CJK.search(text):
+        return "", 0
+    letters = sum(m.end() - m.start() for m in _TOKEN.finditer(text) if m.lastgroup == "cjk")
+    if not letters:
+        return "", 0
+    hangul = len(_HANGUL.findall(text))
+    if 2 * hangul > letters:
+        return "ko", letters
+    return ("ja" if _KANA.search(text) else "zh"), letters
 
 
 def _pieces(text: str):
