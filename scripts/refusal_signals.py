@@ -229,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
         print(f"| top card | {label} | {', '.join(str(float(x)) for x in point)} | "
               + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+    print("\n| set | turns with borrowed words | median rise of the bge cosine | of the cross-encoder | median e5 |")
+    print("|---|---:|---:|---:|---:|")
+    for spec in (*ANSWERABLE_DEV, *REFUSED_DEV, *TEST_SETS):
+        with_words = [top[t] for t in sets[spec] if top[t]["d_cos"] is not None]
+        print(f"| {spec} | {len(with_words)}/{len(sets[spec])} | "
+              f"{np.median([x['d_cos'] for x in with_words]) if with_words else float('nan'):+.3f} | "
+              f"{np.median([x['d_ce'] for x in with_words]) if with_words else float('nan'):+.2f} | "
+              f"{np.median([top[t]['e5'] for t in sets[spec]]):.3f} |")
     print(f"\n# {time.perf_counter() - started:.0f} s")
     return 0
 
