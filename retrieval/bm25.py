@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.tokenize import STOPWORDS, TOKENIZERS, _stemmer, analyze, base_language, detect_language, tokenize
+from retrieval.tokenize import (STOPWORDS, TOKENIZERS, _stemmer, analyze, base_language, detect_language, has_cjk,
+                                tokenize)
 from retrieval.types import Chunk, Hit
 
 K1 = 1.5
@@ -33,7 +34,7 @@ _ASCII_WORDS = bytes(c if chr(c).isalnum() else 32 for c in range(256)).lower()
 
 class _SnowballIds(dict):
     """Raw token -> term id in one language (-1 for a stop word): ``analyze``'s snowball step, done once per
-    distinct token. New stems get the next id of the shared vocabulary."""
+    distinct token (a CJK bigram is never stemmed). New stems get the next id of the shared vocabulary."""
 
     def __init__(self, vocab: dict[str, int], lang: str) -> None:
         super().__init__()
@@ -43,7 +44,7 @@ class _SnowballIds(dict):
         if token in self.stop:
             tid = -1
         else:
-            tid = self.vocab[self.stem(token)]
+            tid = self.vocab[token if has_cjk(token) else self.stem(token)]
         self[token] = tid
         return tid
 
@@ -123,7 +124,8 @@ class BM25Index:
     Args:
         chunks: the sub-chunks to index.
         tokenizer: ``plain`` (lowercase + punctuation stripping, the ADR's default) or ``snowball`` (stop words
-            removed and stemmed, each chunk in its card's language and each turn in its detected language).
+            removed and stemmed, each chunk in its card's language and each turn in its detected language). Both
+            split Chinese, Japanese and Korean runs into overlapping character bigrams (``retrieval.tokenize``).
     """
 
     def __init__(self, chunks: Sequence[Chunk], tokenizer: str = "plain") -> None:

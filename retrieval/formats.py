@@ -116,8 +116,9 @@ def detect_format(path: Path) -> str:
     if path.is_dir():
         if (path / "corpus.jsonl").is_file():
             return "beir"
-        raise LoadError([f"{path.name}: a folder without corpus.jsonl; give a cards .jsonl, a BEIR folder "
-                         "(corpus.jsonl, queries.jsonl, qrels/), a .csv/.tsv or a .zip."])
+        raise LoadError([f"{path.name}: a folder without corpus.jsonl or cards.jsonl; give a cards .jsonl (or a folder "
+                         "with cards.jsonl and queries.jsonl), a BEIR folder (corpus.jsonl, queries.jsonl, qrels/), a "
+                         ".csv/.tsv or a .zip."])
     suffix = path.suffix.lower()
     if suffix in {".jsonl", ".json", ".ndjson"}:
         return "beir" if _first_record_has(path, "_id") else "cards-jsonl"
@@ -142,6 +143,8 @@ def load_any(path: str | Path, limits: Limits | None = None, display: str | None
     name = display or path.name
     if not path.exists():
         raise LoadError([f"{name}: file not found. Check the path."])
+    if path.is_dir() and not (path / "corpus.jsonl").is_file() and (path / "cards.jsonl").is_file():
+        path = path / "cards.jsonl"  # the project's own layout (corpus/, corpus/eval/*): cards + queries beside them
     if path.is_file():
         size = path.stat().st_size
         if size > limits.max_upload_mb * 1_000_000:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from retrieval.tokenize import STOPWORDS, _stemmer, tokenize
+from retrieval.tokenize import STOPWORDS, _stemmer, cjk_language, has_cjk, tokenize
 
 # Defaults for bge-small-en-v1.5 + ms-marco-MiniLM-L-12-v2, chosen by scripts/tune_refusal.py on the dev split:
 # most dev turns refused with at most 1 of the 61 answerable turns refused, also one grid step stricter.
@@ -58,7 +58,10 @@ AGREEMENT_DEPTH = 10
 # turn in that language is compared by scores, not by words (ten Spanish cards among a hundred English ones do not
 # make a Spanish vocabulary).
 MIN_LANGUAGE_SHARE = 0.3
-MIN_UNEXPLAINED_CHARS = 3  # shorter words (ok, ve, m) are not judged
+# Shorter words (ok, ve, m) are not judged. A CJK bigram is, though it has two characters: two Han, kana or Hangul
+# characters are a word's worth (薬局, 冷蔵), where two Latin letters are mostly noise; a lone CJK character (a
+# particle such as の between Latin words) is not judged.
+MIN_UNEXPLAINED_CHARS = 3
 # Cards that use more code families than this are open text (abstracts name hundreds of genes and proteins: CD4,
 # IL-6, NF2), not a catalogue of model numbers and error codes: an unknown member of a family is normal there.
 MAX_CODE_FAMILIES = 100
@@ -81,7 +84,8 @@ def content_words(text: str) -> list[str]:
     """The turn's words that carry content: plain tokens, minus the en/es/pt stop words, first occurrence kept.
 
     Plain tokens (no stemming) so that a brand or code matches across languages (a Spanish turn naming
-    ``Lipoquell`` matches the English card's ``Lipoquell``).
+    ``Lipoquell`` matches the English card's ``Lipoquell``). Chinese, Japanese and Korean text gives its character
+    bigrams (``retrieval.tokenize``), the terms BM25 matches it by: "冷蔵庫" is known to cards that say "冷蔵".
     """
     return [w for w in dict.fromkeys(tokenize(text)) if w not in _ALL_STOPWORDS]
 
@@ -103,10 +107,15 @@ _LETTERS = {"es": frozenset("ñ¿¡"), "pt": frozenset("ãõç")}
 def language(text: str) -> str:
     """``en``, ``es`` or ``pt``: English if more of its words are English-only stop words than Spanish or
     Portuguese ones; between those two, by the words (and letters: ñ ¿ ¡ / ã õ ç) only one of them has (Spanish
-    on a tie). "" when nothing tells (``GS-40 E-09``, a brand alone)."""
+    on a tie). ``ja``, ``zh`` or ``ko`` when CJK letters outweigh those stop words (one word per two letters):
+    a Japanese turn about English cards is a turn in another language, not one whose words no card knows.
+    "" when nothing tells (``GS-40 E-09``, a brand alone)."""
     tokens = [t for t in tokenize(text) if len(t) > 1]  # "e" is Portuguese "and", and the E of E-07
     english = sum(t in _ENGLISH for t in tokens)
     iberian = sum(t in _IBERIAN for t in tokens) + sum(ch in "ñ¿¡ãõç" for ch in text.lower())
+    cjk, letters = cjk_language(text)
+    if letters >= 2 and letters > 2 * (english + iberian):
+        return cjk
     if not english and not iberian:
         return ""
     if english >= iberian:
@@ -240,7 +249,8 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
     judged = vocabulary.speaks(lang)
     in_codes = set(tokenize(" ".join(raw for raw, _, _ in found)))
     unexplained = tuple(w for w in words if w not in known and w not in in_codes
-                        and len(w) >= MIN_UNEXPLAINED_CHARS and not any(ch.isdigit() for ch in w))
+                        and (len(w) >= MIN_UNEXPLAINED_CHARS or (len(w) == 2 and has_cjk(w)))
+                        and not any(ch.isdigit() for ch in w))
     return LexicalEvidence(words=tuple(words), known=known, matched=matched,
                            matched_idf=tuple(vocabulary.idf(w) for w in matched),
                            unknown_identifiers=tuple(unknown), known_family_members=tuple(siblings[:6]),
@@ -496,7 +506,8 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
     return tests
 
 
-_LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Portuguese"}
+_LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Portuguese", "ja": "Japanese", "zh": "Chinese",
+                   "ko": "Korean"}
 
 
 def _unexplained_test(lex: LexicalEvidence, ce: float | None, t: RefusalThresholds) -> RefusalTest:

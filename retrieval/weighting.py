@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from retrieval.tokenize import tokenize
+from retrieval.tokenize import word_count
 
 _CODE = re.compile(r"\b(?:[A-Za-z]{1,6}-?\d{1,5}[A-Za-z]?|\d{1,5}-?[A-Za-z]{1,3})\b")
 _UNIT = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug|g|ml|mL|units?|unidades|iu|UI|%)(?!\w)", re.I)
@@ -45,7 +45,7 @@ def turn_features(query: str) -> tuple[str, ...]:
         found.append("unit")
     if _QUOTE.search(query):
         found.append("quote")
-    if not found and len(tokenize(query)) >= LONG_TURN_WORDS:
+    if not found and word_count(query) >= LONG_TURN_WORDS:  # a CJK run: about one word per two characters
         found.append("long")
     return tuple(found)
 

@@ -119,12 +119,17 @@ def key_of(*parts: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- shipped
+def shipped_cache(cache_dir: str | Path, settings: Settings) -> Path:
+    """Where the shipped turns' candidates per level are cached (``collect``) for these cards, models and knobs."""
+    corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
+    return Path(cache_dir) / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
+
+
 def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[str, list[str]], dict[str, Any]]:
     """The shipped turn sets (dev and test, by spec) and every turn's evidence per level, cached in ``cache_dir``."""
     folder = ROOT / "corpus"
     sets = {spec: turns_of(spec, folder) for spec in (*DEV_POS, *DEV_NEG, *TEST)}
-    corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    cache = Path(cache_dir) / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
+    cache = shipped_cache(cache_dir, settings)
     chunks = split_cards(load_cards(settings.corpus_path), DEFAULT_CHUNK_WORDS)
     vocabulary = refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
     ev = collect([t for v in sets.values() for t in v], lazy_retriever(settings), settings, cache, "shipped",

@@ -12,6 +12,17 @@ on test. Neither is in the rule; this script keeps the measurement so the next a
 - **linear probe**: logistic regression on the turn's embedding, answerable examples against refused ones (the same
   dev turns; dev scores are 5-fold cross-fitted, test scores from the probe fit on all of dev).
 
+Two more, measured on the turn's top card at ``full`` (session 9, for the near-domain turns that borrow the cards'
+words and the paraphrases that do not):
+
+- **borrowed-words ablation**: the turn with its words no card uses removed (``LexicalEvidence.unexplained``:
+  "printer" in "the printer shows error E-09"), against the turn as written: how much nearer its top card it gets
+  (bge cosine) and how much higher the cross-encoder scores it. A word that is off the cards' topic should pull the
+  turn away from its card; a lay word of a paraphrase ("sugar-checking gadget") should not. Only turns with such
+  words (in the cards' language) have the signal.
+- **e5 cosine with the top card**: multilingual-e5-small's cosine of the turn and its top card (the model that
+  rescues es/pt turns), for every turn: refuse below ``a``, answer a refused turn at or above ``b``.
+
 Each signal is reported alone (refuse at or above a margin / below a probe score) and joined to the shipped rule at
 ``full`` (``refusal.decide`` with the defaults): refuse also when the signal says out of domain, answer also when it
 is sure of the domain; the two thresholds are chosen on dev (most refused dev turns with at most ``--budget`` of
@@ -25,18 +36,23 @@ import argparse
 import hashlib
 import json
 import os
+import pickle
+import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import refusal_report as rr  # noqa: E402
 
-from retrieval import calibration, refusal  # noqa: E402
+from retrieval import calibration, crosslingual, refusal  # noqa: E402
 from retrieval.corpus import load_cards  # noqa: E402
 from retrieval.encoders import load_embedder  # noqa: E402
+from retrieval.rerank import load_reranker  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
 
 ANSWERABLE_DEV = rr.DEV_POS
@@ -94,6 +110,34 @@ def signals(embedder, sets: dict[str, list[str]], synthetic: list[str], chunks: 
             margin = float(n_sim.max() - max(p_sim.max(), (cards @ v).max()))
             probe = probe_dev.get(t, float(np.r_[v, 1.0] @ w_all))
             out[t] = {"margin": margin, "probe": probe}
+    return out
+
+
+def without(turn: str, words: Sequence[str]) -> str:
+    """``turn`` with every occurrence of ``words`` (whole words, any case) removed."""
+    for w in words:
+        turn = re.sub(r"(?i)\b" + re.escape(w) + r"\b", " ", turn)
+    return " ".join(turn.split())
+
+
+def top_card_signals(sets: dict[str, list[str]], ev: dict[str, Any], settings: Settings,
+                     cache_dir: str) -> dict[str, dict]:
+    """Per turn at ``full``: e5's cosine with its top card, and the borrowed-words ablation (None without such words)."""
+    known = pickle.loads(rr.shipped_cache(cache_dir, settings).read_bytes())
+    embedder, scorer = load_embedder(settings.embedding_model), load_reranker(settings.reranker_model)
+    out: dict[str, dict] = {}
+    for t in dict.fromkeys(t for v in sets.values() for t in v):
+        cands = known[t]["full"].candidates
+        top = cands[0].text if cands else None
+        sig: dict[str, float | None] = {"e5": crosslingual.cosine(t, top) if top else 0.0, "d_cos": None,
+                                        "d_ce": None}
+        lex = ev[t]["full"].lexical if ev[t]["full"] is not None else None
+        rest = without(t, lex.unexplained) if lex is not None and lex.judged and lex.unexplained else ""
+        if top and rest:
+            card = embedder.embed_document(top)
+            sig["d_cos"] = float(embedder.embed_query(rest) @ card - embedder.embed_query(t) @ card)
+            sig["d_ce"] = scorer.score(rest, top) - scorer.score(t, top)
+        out[t] = sig
     return out
 
 
@@ -163,6 +207,36 @@ def main(argv: list[str] | None = None) -> int:
             row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
             print(f"| {name} | {label} | {', '.join(str(float(x)) for x in point)} | "
                   + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+    top = top_card_signals(sets, ev, settings, args.cache)
+
+    def over(key: str, at: float):
+        return lambda t: top[t][key] is not None and top[t][key] >= at
+    variants = {
+        "rule, or borrowed words removed raise the bge cosine by >= d": (
+            lambda d: lambda t: today[t] or over("d_cos", d)(t), [(d,) for d in np.round(np.arange(0, 0.101, 0.005), 3)]),
+        "rule, or borrowed words removed raise the cross-encoder by >= d": (
+            lambda d: lambda t: today[t] or over("d_ce", d)(t), [(d,) for d in np.arange(0.0, 8.01, 0.5)]),
+        "rule, or e5 cosine < a; answer if e5 >= b": (
+            lambda a, b: lambda t: top[t]["e5"] < a or (today[t] and top[t]["e5"] < b),
+            [(a, b) for a in np.round(np.arange(0.76, 0.861, 0.005), 3) for b in np.round(np.arange(0.84, 0.961, 0.01), 2)]),
+    }
+    for label, (decide_with, grid) in variants.items():
+        best = choose(sets, decide_with, grid, args.budget)
+        if best is None:
+            print(f"| top card | {label} | none within the budget | " + " | " * len(TEST_SETS))
+            continue
+        point, tn, fp = best
+        row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
+        print(f"| top card | {label} | {', '.join(str(float(x)) for x in point)} | "
+              + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+    print("\n| set | turns with borrowed words | median rise of the bge cosine | of the cross-encoder | median e5 |")
+    print("|---|---:|---:|---:|---:|")
+    for spec in (*ANSWERABLE_DEV, *REFUSED_DEV, *TEST_SETS):
+        with_words = [top[t] for t in sets[spec] if top[t]["d_cos"] is not None]
+        print(f"| {spec} | {len(with_words)}/{len(sets[spec])} | "
+              f"{np.median([x['d_cos'] for x in with_words]) if with_words else float('nan'):+.3f} | "
+              f"{np.median([x['d_ce'] for x in with_words]) if with_words else float('nan'):+.2f} | "
+              f"{np.median([top[t]['e5'] for t in sets[spec]]):.3f} |")
     print(f"\n# {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -82,9 +82,11 @@ def corpora(draw) -> list[Chunk]:
 
 
 # Text the analyzers must split exactly as ``analyze`` does: case, punctuation, underscores, accents, non-Latin
-# digits, stop words and inflections in three languages, in ASCII and non-ASCII chunks, with titles.
+# digits, stop words and inflections in three languages, CJK runs (bigrams, never stemmed), in ASCII and non-ASCII
+# chunks, with titles.
 PIECES = ["Alpha", "ALPHA", "alpha", "GS-40", "e_07", "500mg", "olvidé", "Dosis", "ação", "Ñandú", "٣٤", "the", "de",
-          "não", "running", "runs", "ran", "tomando", "tomar", "x", "ǅemal", "İstanbul", "ﬁle", "\u00a0", "—", ",", "."]
+          "não", "running", "runs", "ran", "tomando", "tomar", "x", "ǅemal", "İstanbul", "ﬁle", "\u00a0", "—", ",", ".",
+          "糖尿病の薬", "薬", "人々", "コーヒー", "인슐린을", "忘记吃药", "GS-40の", "の", "、", "。"]
 SEPARATORS = st.sampled_from([" ", "\n", ", ", "_", "/", "\t"])
 TEXT = st.lists(st.tuples(st.sampled_from(PIECES), SEPARATORS), max_size=14).map(
     lambda parts: "".join(word + sep for word, sep in parts))

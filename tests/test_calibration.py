@@ -54,6 +54,20 @@ def pool(tmp_path):
     return path
 
 
+def test_a_cjk_corpus_calibrated_by_the_whole_run_tokenizer_is_not_reused():
+    """The key of a corpus with CJK text names the bigram analysis (its words were counted otherwise before); an
+    English corpus keeps the key it had, so its stored calibration still applies."""
+    from retrieval.corpus import fingerprint
+    from retrieval.settings import Settings
+    from retrieval.types import Chunk
+
+    s = Settings()
+    english = [Chunk("a#0", "a", "Storage", "en", "Keep insulin in the refrigerator.")]
+    japanese = [*english, Chunk("b#0", "b", "保管", "en", "冷蔵庫で保管してください。")]
+    assert calibration.calibration_key(english, s) == fingerprint(english, s.embedding_model, s.reranker_model)
+    assert calibration.calibration_key(japanese, s) != fingerprint(japanese, s.embedding_model, s.reranker_model)
+
+
 def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini, mini_settings, pool, monkeypatch):
     monkeypatch.setattr(calibration, "MAX_POSITIVES", 6)
     cards = load_cards(MINI_CARDS)

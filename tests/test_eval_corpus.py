@@ -172,3 +172,47 @@ def test_a_vs_b_links_carry_the_corpus(page_settings):
     assert first.corpus == "tinybeir" and first.compare and first.b["dense_weight"] == 0.0
     msg = compare_eval.show_ab("tuned defaults", "", "k=60", "", "most broken first", "later", 0, progress=None)[0]
     assert NOT_INDEXED in msg
+
+
+def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_page_does(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """`eval --corpus NAME` used to judge refusals with the default thresholds while the page's turns on that corpus
+    used its stored calibration: the same corpus, two refusal rates. Both now use it, and the report says which."""
+    from retrieval import calibration
+    from retrieval.cli import main as cli_main
+    from retrieval.evaluation.cli import register
+    from retrieval.refusal import RefusalThresholds
+
+    def main(argv: list[str]) -> int:  # ``python -m retrieval`` in this process
+        return cli_main(argv, registrars=(register,))
+
+    from retrieval import corpora
+
+    monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 0.0)  # the page reads the store at every open
+    make_beir(tmp_path / "eval" / "calbeir", DOCS, TURNS)
+    settings = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
+                        data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"), **PATIENT)
+    registry = Registry(settings)
+    data = registry.load(registry.get("calbeir"))
+    assert start_index(data, settings).wait(300)["status"] == "done"
+    for name, value in (("CORPUS_PATH", settings.corpus_path), ("CHROMA_PATH", settings.chroma_path),
+                        ("DATA_DIR", settings.data_dir), ("DATA_ROOT", settings.data_root)):
+        monkeypatch.setenv(name, value)
+
+    def cli_refusal() -> dict:
+        assert main(["eval", "--corpus", "calbeir", "--configs", "full", "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["refusal"]
+
+    before = cli_refusal()
+    assert before["thresholds"] == "defaults" and before["false_refusal_rate"]["full"] < 1.0
+    # A calibration no turn passes (a cross-encoder score of 49, a cosine of 0.999), kept in the corpus's store.
+    strict = RefusalThresholds(min_cross_encoder=49.0, min_rescue_cosine=0.999, min_fallback_cosine=0.999,
+                               min_dense_only_cosine=0.999, source="calibrated for calbeir (test)")
+    calibration.save(settings, data.chunks, calibration.Calibration(
+        strict, {"embedder": settings.embedding_model, "reranker": settings.reranker_model}))
+    after = cli_refusal()
+    page = evaluate_corpus("calbeir", settings, ["full"])["refusal"]
+    assert after["thresholds"] == page["thresholds"] == "calibrated for calbeir (test)"
+    assert after["false_refusal_rate"]["full"] == page["false_refusal_rate"]["full"] == 1.0
+    assert main(["eval", "--corpus", "calbeir", "--configs", "full"]) == 0  # the text report names them too
+    assert "REFUSAL_RULE=evidence (thresholds: calibrated for calbeir (test))" in capsys.readouterr().out

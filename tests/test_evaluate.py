@@ -64,7 +64,7 @@ def test_report_shape_and_json(mini_report):
     assert report["significance"]["baseline"] in {"bm25", "dense"}
     json.dumps(report)  # JSON-ready
     text = format_report(report)
-    assert "ndcg@10" in text and "nDCG@10 by category" in text and "refusals by REFUSAL_RULE=evidence at MIN_SIMILARITY=0.3" in text
+    assert "ndcg@10" in text and "nDCG@10 by category" in text and "refusals by REFUSAL_RULE=evidence (thresholds: defaults) at MIN_SIMILARITY=0.3" in text
 
 
 def test_lists_are_the_pipelines_own_lists_deduped_to_parents(mini, mini_settings, mini_report):

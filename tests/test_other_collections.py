@@ -32,6 +32,25 @@ def test_a_byte_order_mark_is_not_part_of_the_first_card(tmp_path):
     assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 2})]
 
 
+def test_a_folder_in_the_projects_own_layout_is_its_cards_and_labeled_turns(tmp_path):
+    """corpus/ and corpus/eval/* hold cards.jsonl + queries.jsonl: `eval --corpus corpus/eval/bicycles` names the
+    folder (it was refused as "a folder without corpus.jsonl")."""
+    write(tmp_path / "queries.jsonl", lines([{"id": "q1", "text": "chain oil", "lang": "en", "category": "semantic",
+                                              "relevant": {"b2": 2}}]))
+    write(tmp_path / "cards.jsonl", lines(ROWS))
+    loaded = load_any(tmp_path)
+    assert loaded.format == "cards-jsonl" and [c.id for c in loaded.cards] == ["b1", "b2"]
+    assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 2})]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    try:
+        load_any(empty)
+    except Exception as exc:
+        assert "a folder without corpus.jsonl or cards.jsonl" in str(exc)
+    else:
+        raise AssertionError("an empty folder was read as a corpus")
+
+
 def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_path):
     folder = tmp_path / "set"
     (folder / "qrels").mkdir(parents=True)

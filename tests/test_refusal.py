@@ -192,6 +192,30 @@ def test_a_turn_in_a_language_few_cards_use_is_not_judged_by_its_words():
         ("known words", 1.0), ("cross-encoder", -3.0), ("lexical support", 1.0)]
 
 
+JA_TEXTS = ["インスリンの保管\nインスリンは冷蔵庫で保管してください。", "飲み忘れ\n薬を飲み忘れたときはすぐ飲んでください。",
+            "エラーE-07\nGS-40のエラーE-07は試験紙の不良です。"]
+
+
+@pytest.mark.parametrize("text, lang", [("糖尿病の薬を飲み忘れた", "ja"), ("忘记吃药了怎么办", "zh"),
+                                        ("인슐린을 냉장고에 보관하세요", "ko"), ("GS-40の", ""),
+                                        ("what does the word 薬 mean", "en")])
+def test_chinese_japanese_and_korean_turns_are_told_by_their_script(text, lang):
+    assert language(text) == lang
+
+
+def test_cjk_turns_are_judged_by_their_bigrams():
+    ja = Vocabulary.from_texts(JA_TEXTS)
+    assert ja.languages == {"ja": 3} and ja.speaks("ja") and not ja.speaks("en")
+    ev = lexical_evidence("冷蔵庫の温度は？", JA_TEXTS[0], ja)  # no card holds the run, they hold 冷蔵 and 蔵庫
+    assert ev.language == "ja" and ev.judged and {"冷蔵", "蔵庫"} <= set(ev.known) <= set(ev.matched)
+    # a two-character CJK word no card uses is unexplained (a Latin word needs three letters); a lone one is not
+    assert set(ev.unexplained) == {"温度", "度は", "庫の", "の温"}
+    assert lexical_evidence("GS-40の printer", JA_TEXTS[2], ja).unexplained == ("printer",)
+    # A Japanese turn about English cards is a turn in another language (judged by scores), not unknown words.
+    foreign = lexical_evidence("血糖測定器のエラー", TEXTS[0], VOCAB)
+    assert foreign.language == "ja" and foreign.foreign and not foreign.judged
+
+
 def test_thresholds_round_trip_and_validate_the_new_fields():
     th = RefusalThresholds(min_cross_encoder_foreign=-6.5, max_unexplained_words=2, source="calibrated for x")
     assert RefusalThresholds.from_dict(th.to_dict()) == th

@@ -165,6 +165,21 @@ def test_highlight_follows_the_snowball_tokenizer_when_bm25_uses_it():
     assert out == "If you <mark>miss</mark> a <mark>dose</mark>"
 
 
+def test_highlight_marks_cjk_bigrams_once_with_the_text_escaped():
+    terms = render.query_terms("冷蔵庫は<必要>?")  # 冷蔵 蔵庫 庫は は必 必要
+    out = render.highlight("インスリンは冷蔵庫で<保管>。必要なら", terms)
+    # "冷蔵" and "蔵庫" overlap: one mark over 冷蔵庫, 蔵 not repeated; the lone "必要" run is its own mark
+    assert out == "インスリンは<mark>冷蔵庫</mark>で&lt;保管&gt;。<mark>必要</mark>なら"
+    assert re.sub(r"<[^>]+>", "", out) == "インスリンは冷蔵庫で&lt;保管&gt;。必要なら"
+    # a mark is common only if every bigram in it is; the window (no spaces to cut at) never repeats a character
+    assert render.highlight("冷蔵庫", terms, common=frozenset({"冷蔵"})) == "<mark>冷蔵庫</mark>"
+    assert render.highlight("冷蔵庫", terms, common=frozenset({"冷蔵", "蔵庫"})) == '<mark class="common">冷蔵庫</mark>'
+    text = "あ" * 300 + "冷蔵庫" + "い" * 300
+    cut = render.highlight(text, terms, window=40)
+    plain = re.sub(r"<[^>]+>", "", cut).strip("…")
+    assert "<mark>冷蔵庫</mark>" in cut and plain in text and len(plain) == 40
+
+
 def test_snippet_window_starts_near_the_first_match():
     text = "filler " * 60 + "the GS-40 shows E-07 " + "tail " * 60
     out = render.highlight(text, render.query_terms("GS-40"), window=80)

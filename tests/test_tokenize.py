@@ -46,3 +46,72 @@ def test_snowball_bm25_matches_inflections_plain_does_not():
               Chunk("c#0", "c", "Travel", "en", "Pack tablets in hand luggage.")]
     assert BM25Index(chunks, "plain").search("reminder snoozed", 5) == []
     assert [h.parent_id for h in BM25Index(chunks, "snowball").search("reminder snoozed", 5)] == ["a"]
+
+
+# ------------------------------------------------------------------------------------------ Chinese, Japanese, Korean
+# A CJK run is split into overlapping character bigrams (Lucene's CJKAnalyzer / Elasticsearch's ``cjk``): these
+# scripts write no spaces between words, so a whole run as one token matched only a verbatim repeat of it.
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("糖尿病の薬を飲み忘れた", ["糖尿", "尿病", "病の", "の薬", "薬を", "を飲", "飲み", "み忘", "忘れ", "れた"]),
+    ("忘记吃药了怎么办？", ["忘记", "记吃", "吃药", "药了", "了怎", "怎么", "么办"]),
+    ("인슐린을 냉장고에 보관하세요", ["인슐", "슐린", "린을", "냉장", "장고", "고에", "보관", "관하", "하세", "세요"]),
+    ("コーヒーは人々に", ["コー", "ーヒ", "ヒー", "ーは", "は人", "人々", "々に"]),  # prolonged sound mark, 々
+    ("薬", ["薬"]),  # a lone character stays a unigram
+    ("GS-40の薬, E-07。", ["gs", "40", "の薬", "e", "07"]),
+    ("GS40の", ["gs40", "の"]),  # a Latin run and the CJK run right after it are two tokens
+    ("薬・インスリン", ["薬", "イン", "ンス", "スリ", "リン"]),  # the katakana middle dot separates
+    ("ｲﾝｽﾘﾝ 𠮷野家", ["ｲﾝ", "ﾝｽ", "ｽﾘ", "ﾘﾝ", "𠮷野", "野家"]),  # half-width katakana, a supplementary-plane Han
+])
+def test_cjk_runs_are_split_into_overlapping_bigrams(text, tokens):
+    assert tokenize(text) == tokens
+    assert [t for _, _, t in spans(text)] == tokens
+    # every token is a span of its own characters, so highlighting a bigram marks exactly its two characters
+    assert all(text[a:b].lower() == t for a, b, t in spans(text))
+
+
+def test_snowball_passes_cjk_bigrams_through_unchanged():
+    for lang in ("en", "es", "pt"):
+        assert analyze("GS-40の薬を飲む the pens", "snowball", lang)[:5] == ["gs", "40", "の薬", "薬を", "を飲"]
+    assert analyze("인슐린 pens", "snowball", "en") == ["인슐", "슐린", "pen"]
+
+
+def _cjk_cards(texts: dict[str, str]) -> list[Chunk]:
+    return [Chunk(f"{cid}#0", cid, "", "en", text) for cid, text in texts.items()]
+
+
+# Synthetic cards: the turns share a two-character word with the right card but are no card's whole run.
+JAPANESE = _cjk_cards({
+    "storage": "インスリンは冷蔵庫で保管してください。開封後は室温で四週間使えます。",
+    "missed": "薬を飲み忘れたときは、気づいたときにすぐ一回分を飲んでください。",
+    "meter": "血糖値を測る前に手を洗ってください。エラーE-07は試験紙の不良です。",
+    "travel": "旅行のときは薬を手荷物に入れてください。",
+    "hypo": "低血糖の症状は、ふるえ、冷や汗、動悸です。ブドウ糖をとってください。",
+})
+CHINESE = _cjk_cards({
+    "missed": "如果忘记吃药，请尽快补服。",
+    "storage": "胰岛素应放在冰箱里保存。",
+    "travel": "旅行时请把药放在随身行李中。",
+    "hypo": "低血糖时会出汗和发抖。",
+})
+
+
+@pytest.mark.parametrize(("cards", "turn", "best"), [
+    (JAPANESE, "冷蔵庫は必要ですか", "storage"),
+    (JAPANESE, "試験紙が悪いのかな", "meter"),
+    (CHINESE, "我忘记吃药了怎么办", "missed"),
+    (CHINESE, "冰箱", "storage"),
+])
+@pytest.mark.parametrize("tokenizer", ["plain", "snowball"])
+def test_bm25_finds_the_cjk_card_sharing_a_word(cards, turn, best, tokenizer):
+    hits = BM25Index(cards, tokenizer).search(turn, 5)
+    assert hits and hits[0].parent_id == best, hits
+
+
+def test_cjk_analysis_keeps_exactly_the_characters_plain_tokenizing_kept():
+    """Each character alone: a token if and only if it was one before (punctuation such as 、。・「」 and the
+    combining sound marks stay separators); only the grouping of CJK letters changed."""
+    import re
+
+    text = " ".join(chr(c) for c in [*range(0x1100, 0x3400), *range(0xA960, 0xFFFF), *range(0x20000, 0x40000, 7)]
+                    if not 0xD800 <= c < 0xE000)
+    assert {t for t in tokenize(text)} == set(re.findall(r"[^\W_]+", text.lower()))

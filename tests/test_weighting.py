@@ -11,6 +11,9 @@ from retrieval.weighting import LEXICAL_BOOST, choose_weights, turn_features
     ('what does "drop symbol" mean', ("quote",)),
     ("my sugar meter keeps beeping and shows a weird message after I changed the strips", ("long",)),
     ("how do I store insulin", ()),
+    # CJK: about a word per two characters, not per bigram (13 bigrams of a 7-word question are not 12 words)
+    ("インスリンは冷蔵庫で保管しますか", ()),
+    ("血糖測定器の画面に変なメッセージが出て、試験紙を替えてもずっと鳴り続けます", ("long",)),
 ])
 def test_features(turn, features):
     assert turn_features(turn) == features

@@ -12,7 +12,7 @@ from pathlib import Path
 from retrieval.evaluation import bench, lab, tune
 from retrieval.evaluation.evaluate import (CONFIGS, DEFAULT_DEPTH, _check_configs, build_retriever, evaluate,
                                            format_report, load_dataset, parse_set, recipe_overrides, run_turns,
-                                           save_runs)
+                                           save_runs, use_stored_calibration)
 from retrieval.evaluation.significance import DEFAULT_RESAMPLES
 from retrieval.evaluation.sweeps import DEFAULT_SWEEPS, format_sweep, parse_sweep, sweep, sweep_figure
 
@@ -85,6 +85,8 @@ def run_eval(args: argparse.Namespace) -> int:
     sweeps = [parse_sweep(s) for s in args.sweep]
     dataset = load_dataset(args, settings)
     retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
+    if getattr(args, "corpus", None) and args.corpus != "shipped":  # refused as its turns are in the page
+        use_stored_calibration(retriever, settings)
     if args.compare is not None:
         return _run_compare(args, dataset, retriever, settings, started)
     if args.ablation:

@@ -212,8 +212,12 @@ def aggregate(runs: Sequence[TurnRun], configs: Sequence[str], *, deep_enough: b
     return out
 
 
-def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequence[str]) -> dict[str, Any]:
-    """Refusal rate on ``no_match`` turns and false-refusal rate on answerable turns, at the configured threshold."""
+def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequence[str],
+                   thresholds: str = "defaults") -> dict[str, Any]:
+    """Refusal rate on ``no_match`` turns and false-refusal rate on answerable turns, at the configured threshold.
+
+    ``thresholds`` says where the evidence rule's thresholds came from (``defaults``, or the corpus's stored
+    calibration, which the page's turns on that corpus use too)."""
     no_match = [r for r in runs if r.query.category == "no_match" or not r.answerable]
     answerable = [r for r in runs if r.answerable]
     measured = [c for c in (*configs, BASELINE_REFUSAL) if any(c in r.refused for r in runs)]
@@ -229,6 +233,7 @@ def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequenc
         "refusal_rate": {c: rate(no_match, c) for c in measured},
         "false_refusal_rate": {c: rate(answerable, c) for c in measured},
         "refusal_rule": settings.refusal_rule,
+        "thresholds": thresholds,
         "note": ("refusal = the pipeline's no_match level; full = configured settings, rrf = reranker off, "
                  "dense = the legacy dense-only path (RETRIEVAL_HYBRID_ENABLED=false); the pipeline has no "
                  f"BM25-only switch, so bm25 has no refusal rate; {BASELINE_REFUSAL} = full with "
@@ -320,7 +325,7 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
         "answerable_turns": sum(r.answerable for r in runs),
         "configs": overall,
         "categories": categories,
-        "refusal": refusal_report(runs, settings, configs) if refusals else None,
+        "refusal": refusal_report(runs, settings, configs, thresholds_source(retriever, settings)) if refusals else None,
         "significance": sig,
         "verdict": verdict(overall, sig),
         "settings": {
@@ -419,7 +424,9 @@ def format_report(report: Mapping[str, Any]) -> str:
                         [[cat, row["turns"], *(row[c]["ndcg@10"] for c in configs)] for cat, row in cats.items()])
     ref = report.get("refusal")
     if ref and ref["refusal_rate"]:
-        lines += ["", f"refusals by REFUSAL_RULE={ref.get('refusal_rule', 'cosine')} at MIN_SIMILARITY="
+        rule = ref.get("refusal_rule", "cosine")
+        source = f" (thresholds: {ref['thresholds']})" if rule == "evidence" and ref.get("thresholds") else ""
+        lines += ["", f"refusals by REFUSAL_RULE={rule}{source} at MIN_SIMILARITY="
                       f"{ref['min_similarity']:g}, top_k={ref['top_k']} "
                       f"({ref['no_match_turns']} no_match turns, {ref['answerable_turns']} answerable)"]
         lines += _table(["config", "refusal rate (no_match)", "false refusals (answerable)"],
@@ -536,6 +543,22 @@ def build_retriever(dataset: Dataset, settings: Settings, beir_folder: str | Non
     if retriever.dense is None:
         raise ValueError(f"the dense branch is unavailable ({retriever.dense_error}); fix it before evaluating.")
     return retriever, settings
+
+
+def use_stored_calibration(retriever: HybridRetriever, settings: Settings) -> None:
+    """Give ``retriever`` the refusal calibration stored for its chunks and models (if any), as the page's turns on
+    that corpus have: the CLI's refusal rates of an uploaded corpus are then the page's. Not for the shipped cards:
+    their calibration is a report only (the page keeps the defaults chosen on their dev splits)."""
+    from retrieval import calibration
+
+    retriever.calibration = calibration.load(settings, retriever.chunks)
+
+
+def thresholds_source(retriever: HybridRetriever, settings: Settings) -> str:
+    """Where the refusal rule's thresholds of ``retriever``'s turns come from: ``defaults`` or its calibration."""
+    from retrieval.pipeline import thresholds_for
+
+    return thresholds_for(getattr(retriever, "calibration", None), settings).source or "defaults"
 
 
 def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
