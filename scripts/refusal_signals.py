@@ -159,6 +159,19 @@ def choose(sets, decide_with, grid, budget: float):
     return best
 
 
+def print_rows(name: str, variants: dict, sets: dict[str, list[str]], budget: float) -> None:
+    """One table row per variant: its thresholds chosen on dev (``choose``), the test sets' refusal rates."""
+    for label, (decide_with, grid) in variants.items():
+        best = choose(sets, decide_with, grid, budget)
+        if best is None:
+            print(f"| {name} | {label} | none within the budget | " + " | " * len(TEST_SETS))
+            continue
+        point, tn, fp = best
+        row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
+        print(f"| {name} | {label} | {', '.join(str(float(x)) for x in point)} | "
+              + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default="/tmp/refusal-report")
@@ -198,15 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 lambda p, q: lambda t: sig[t]["probe"] < p or (today[t] and sig[t]["probe"] < q),
                 [(p, q) for p in probes for q in probes if q > p]),
         }
-        for label, (decide_with, grid) in variants.items():
-            best = choose(sets, decide_with, grid, args.budget)
-            if best is None:
-                print(f"| {name} | {label} | none within the budget | " + " | " * len(TEST_SETS))
-                continue
-            point, tn, fp = best
-            row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
-            print(f"| {name} | {label} | {', '.join(str(float(x)) for x in point)} | "
-                  + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+        print_rows(name, variants, sets, args.budget)
     top = top_card_signals(sets, ev, settings, args.cache)
 
     def over(key: str, at: float):
@@ -220,15 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda a, b: lambda t: top[t]["e5"] < a or (today[t] and top[t]["e5"] < b),
             [(a, b) for a in np.round(np.arange(0.76, 0.861, 0.005), 3) for b in np.round(np.arange(0.84, 0.961, 0.01), 2)]),
     }
-    for label, (decide_with, grid) in variants.items():
-        best = choose(sets, decide_with, grid, args.budget)
-        if best is None:
-            print(f"| top card | {label} | none within the budget | " + " | " * len(TEST_SETS))
-            continue
-        point, tn, fp = best
-        row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
-        print(f"| top card | {label} | {', '.join(str(float(x)) for x in point)} | "
-              + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+    print_rows("top card", variants, sets, args.budget)
     print("\n| set | turns with borrowed words | median rise of the bge cosine | of the cross-encoder | median e5 |")
     print("|---|---:|---:|---:|---:|")
     for spec in (*ANSWERABLE_DEV, *REFUSED_DEV, *TEST_SETS):

@@ -8,6 +8,8 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from retrieval.formats import load_any
 
 BOM = "\ufeff"
@@ -43,12 +45,8 @@ def test_a_folder_in_the_projects_own_layout_is_its_cards_and_labeled_turns(tmp_
     assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 2})]
     empty = tmp_path / "empty"
     empty.mkdir()
-    try:
+    with pytest.raises(ValueError, match="a folder without corpus.jsonl or cards.jsonl"):
         load_any(empty)
-    except Exception as exc:
-        assert "a folder without corpus.jsonl or cards.jsonl" in str(exc)
-    else:
-        raise AssertionError("an empty folder was read as a corpus")
 
 
 def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_path):
