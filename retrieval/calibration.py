@@ -51,7 +51,7 @@ from retrieval.refusal import (
     lexical_evidence,
 )
 from retrieval.settings import PROJECT_ROOT, Settings
-from retrieval.tokenize import CJK_ANALYSIS, has_cjk, tokenize
+from retrieval.tokenize import CJK_ANALYSIS, MARK_ANALYSIS, changed_by_marks, has_cjk, tokenize
 from retrieval.types import Card, Chunk
 
 COLLECTION = "refusal-calibrations"
@@ -346,9 +346,13 @@ def calibrate(retriever: Any, queries: Sequence[LabeledQuery], cards: Sequence[C
 def calibration_key(chunks: Sequence[Chunk], settings: Settings) -> str:
     """One calibration per corpus content and pair of models (a cosine threshold belongs to its embedder). A corpus
     with Chinese, Japanese or Korean text also names the CJK analysis its words were counted with
-    (``tokenize.CJK_ANALYSIS``): one calibrated when a whole CJK run was one word is not reused. Other corpora
-    keep their key, their tokens are what they were."""
+    (``tokenize.CJK_ANALYSIS``): one calibrated when a whole CJK run was one word is not reused. So does a corpus
+    with combining marks or text not in normal form C (Hindi, Thai, Arabic with harakat, decomposed Latin:
+    ``tokenize.MARK_ANALYSIS``), whose words were cut at the marks. Other corpora (English, Spanish, Portuguese in
+    NFC, Russian, Greek) keep their key, their tokens are what they were."""
     extra = (CJK_ANALYSIS,) if any(has_cjk(c.title) or has_cjk(c.text) for c in chunks) else ()
+    if any(changed_by_marks(c.title) or changed_by_marks(c.text) for c in chunks):
+        extra += (MARK_ANALYSIS,)
     return fingerprint(chunks, settings.embedding_model, settings.reranker_model, *extra)
 
 

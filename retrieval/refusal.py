@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from retrieval.tokenize import STOPWORDS, _stemmer, cjk_language, has_cjk, tokenize
+from retrieval.tokenize import SCRIPT_NAMES, STOPWORDS, _stemmer, cjk_language, has_cjk, script_language, tokenize
 
 # Defaults for bge-small-en-v1.5 + ms-marco-MiniLM-L-12-v2, chosen by scripts/tune_refusal.py on the dev split:
 # most dev turns refused with at most 1 of the 61 answerable turns refused, also one grid step stricter.
@@ -108,14 +108,19 @@ def language(text: str) -> str:
     """``en``, ``es`` or ``pt``: English if more of its words are English-only stop words than Spanish or
     Portuguese ones; between those two, by the words (and letters: ñ ¿ ¡ / ã õ ç) only one of them has (Spanish
     on a tie). ``ja``, ``zh`` or ``ko`` when CJK letters outweigh those stop words (one word per two letters):
-    a Japanese turn about English cards is a turn in another language, not one whose words no card knows.
-    "" when nothing tells (``GS-40 E-09``, a brand alone)."""
+    a Japanese turn about English cards is a turn in another language, not one whose words no card knows. The
+    ISO 15924 code of another script (``cyrl``, ``grek``, ``arab``, ``hebr``, ``deva``, ``thai``...;
+    ``tokenize.SCRIPT_NAMES``) when most of the turn's letters are of it: a Russian turn about English cards
+    likewise. "" when nothing tells (``GS-40 E-09``, a brand alone)."""
     tokens = [t for t in tokenize(text) if len(t) > 1]  # "e" is Portuguese "and", and the E of E-07
     english = sum(t in _ENGLISH for t in tokens)
     iberian = sum(t in _IBERIAN for t in tokens) + sum(ch in "ñ¿¡ãõç" for ch in text.lower())
     cjk, letters = cjk_language(text)
     if letters >= 2 and letters > 2 * (english + iberian):
         return cjk
+    script, in_script, in_all = script_language(text)
+    if in_script >= 2 and 2 * in_script > in_all + letters:
+        return script
     if not english and not iberian:
         return ""
     if english >= iberian:
@@ -477,8 +482,9 @@ def _quote(words: Sequence[str], limit: int = 4) -> str:
 def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[RefusalTest]:
     n_known = len(lex.known)
     if not lex.judged:
-        known_sentence = (f"not compared: the turn is in {_LANGUAGE_NAMES.get(lex.language, lex.language)}, a "
-                          "language few cards are written in (a turn in another language is not a miss)")
+        known_sentence = (f"not compared: the turn is in {_language_name(lex.language)}, a "
+                          f"{'script' if lex.language in SCRIPT_NAMES else 'language'} few cards are written in "
+                          "(a turn in another language is not a miss)")
     elif not lex.words:
         known_sentence = "the turn has no word to search for (only stop words, punctuation or single letters)"
     elif n_known >= t.min_known_words:
@@ -508,6 +514,11 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
 
 _LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Portuguese", "ja": "Japanese", "zh": "Chinese",
                    "ko": "Korean"}
+
+
+def _language_name(code: str) -> str:
+    """``Spanish`` for ``es``; ``Cyrillic`` for the script ``cyrl`` (whose language the script does not tell)."""
+    return _LANGUAGE_NAMES.get(code) or SCRIPT_NAMES.get(code, code)
 
 
 def _unexplained_test(lex: LexicalEvidence, ce: float | None, t: RefusalThresholds) -> RefusalTest:
@@ -660,8 +671,11 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
     rule = "cross-encoder"
     limit = t.min_cross_encoder_foreign if foreign else t.min_cross_encoder
     ce_ok = ce >= limit
-    where = (f" ({_LANGUAGE_NAMES.get(lex.language, lex.language)} turn, cards mostly in another language)"
-             if foreign and lex else "")
+    where = ""
+    if foreign and lex:
+        kind = "script" if lex.language in SCRIPT_NAMES else "language"
+        where = (f" ({_language_name(lex.language)}{'-script' if kind == 'script' else ''} turn, cards mostly in "
+                 f"another {kind})")
     tests.append(RefusalTest("cross-encoder", ce, limit, ce_ok,
                              f"best cross-encoder score {_compare(ce, limit, ce_ok, 1)}{where}"))
     if cos is None:

@@ -68,6 +68,29 @@ def test_a_cjk_corpus_calibrated_by_the_whole_run_tokenizer_is_not_reused():
     assert calibration.calibration_key(japanese, s) != fingerprint(japanese, s.embedding_model, s.reranker_model)
 
 
+def test_a_corpus_whose_tokens_changed_with_combining_marks_is_not_reused_and_others_keep_their_key():
+    """Hindi (vowel signs), Arabic with harakat or decomposed Latin were counted as words cut at every mark: the key
+    names the analysis (``MARK_ANALYSIS``), so such a calibration is not reused. English, Spanish and Portuguese in
+    NFC and Russian keep their key (their tokens did not change), so their stored calibrations still apply."""
+    import unicodedata
+
+    from retrieval.corpus import fingerprint
+    from retrieval.settings import Settings
+    from retrieval.types import Chunk
+
+    s = Settings()
+
+    def key_kept(*texts: str) -> bool:
+        chunks = [Chunk(f"c{n}#0", f"c{n}", "", "en", text) for n, text in enumerate(texts)]
+        return calibration.calibration_key(chunks, s) == fingerprint(chunks, s.embedding_model, s.reranker_model)
+
+    assert key_kept("Keep insulin in the refrigerator.", "Olvidé la dosis, ¿qué hago?", "Não congele a insulina.",
+                    "Храните инсулин в холодильнике.")
+    assert not key_kept("Keep insulin in the refrigerator.", "इंसुलिन को फ्रिज में रखें।")
+    assert not key_kept("Keep insulin in the refrigerator.", "كَيْفَ أَحْفَظُ")
+    assert not key_kept(unicodedata.normalize("NFD", "Olvidé la dosis, ¿qué hago?"))
+
+
 def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini, mini_settings, pool, monkeypatch):
     monkeypatch.setattr(calibration, "MAX_POSITIVES", 6)
     cards = load_cards(MINI_CARDS)

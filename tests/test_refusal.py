@@ -216,6 +216,40 @@ def test_cjk_turns_are_judged_by_their_bigrams():
     assert foreign.language == "ja" and foreign.foreign and not foreign.judged
 
 
+@pytest.mark.parametrize("text, lang", [
+    ("Как хранить инсулин?", "cyrl"), ("كيف أحفظ الأنسولين؟", "arab"), ("Πώς αποθηκεύω την ινσουλίνη;", "grek"),
+    ("मैं इंसुलिन कैसे रखूँ?", "deva"), ("שָׁלוֹם, איך שומרים אינסולין?", "hebr"), ("ลืมกินยา", "thai"),
+    ("Ինչպես պահել ինսուլինը", "armn"), ("როგორ შევინახო ინსულინი", "geor"), ("இன்சுலினை எப்படி சேமிப்பது", "taml"),
+    ("Как хранить Lipoquell?", "cyrl"),  # a brand in Latin letters, most letters Cyrillic
+    ("what does Хорошо mean on the GS-40 screen", "en"),  # one Russian word in an English turn
+    ("Ω", ""), ("GS-40 E-09", "")])
+def test_a_turn_mostly_in_another_script_is_told_by_it(text, lang):
+    assert language(text) == lang
+
+
+def test_a_turn_in_another_script_about_english_cards_is_judged_by_scores_and_cards_in_it_by_words():
+    """A Russian turn about English cards shares no word with them by nature: it is in another language (its
+    script's ISO 15924 code), judged by the foreign cross-encoder threshold and multilingual-e5, not refused as
+    "none of the turn's words occurs in any card". Cards written in Cyrillic judge a Russian turn by its words."""
+    ev = lexical_evidence("Как хранить инсулин?", TEXTS[0], VOCAB)
+    assert ev.language == "cyrl" and ev.foreign and not ev.judged and ev.words == ("как", "хранить", "инсулин")
+    low = RefusalEvidence("full", best_cross_encoder=-9.0, best_cosine=0.4, lexical=ev)
+    assert needs_multilingual(low)
+    d = decide(replace(low, multilingual_cosine=0.83))
+    assert not d.refused and d.tests[0].passed
+    assert d.tests[0].sentence.startswith("not compared: the turn is in Cyrillic, a script few cards are written in")
+    assert "(Cyrillic-script turn, cards mostly in another script)" in d.reason
+    assert decide(replace(low, multilingual_cosine=0.70)).refused
+    russian = Vocabulary.from_texts(["Храните инсулин в холодильнике.", "Пропущенная доза метформина: примите её.",
+                                     "Storage of insulin pens"])
+    assert russian.languages == {"cyrl": 2, "en": 1} and russian.speaks("cyrl")
+    ev = lexical_evidence("Как хранить инсулин?", "Храните инсулин в холодильнике.", russian)
+    assert ev.judged and not ev.foreign and ev.known == ("инсулин",) and ev.matched == ("инсулин",)
+    off = decide(RefusalEvidence("full", best_cross_encoder=8.0, lexical=lexical_evidence("Столица Франции", None,
+                                                                                          russian)))
+    assert off.refused and off.reason == "none of the turn's words occurs in any card ('столица', 'франции')"
+
+
 def test_thresholds_round_trip_and_validate_the_new_fields():
     th = RefusalThresholds(min_cross_encoder_foreign=-6.5, max_unexplained_words=2, source="calibrated for x")
     assert RefusalThresholds.from_dict(th.to_dict()) == th

@@ -180,6 +180,15 @@ def test_highlight_marks_cjk_bigrams_once_with_the_text_escaped():
     assert "<mark>冷蔵庫</mark>" in cut and plain in text and len(plain) == 40
 
 
+def test_highlight_marks_whole_words_with_their_marks_in_either_normal_form():
+    """A turn typed composed ("café") marks the card's decomposed "cafe\u0301" whole (the offsets are the card's
+    own), and a Hindi word with its vowel signs; the marks are not split off the word or left outside the mark."""
+    terms = render.query_terms("café दवा")
+    out = render.highlight("Le cafe\u0301 <noir> et la दवा, pas दव.", terms)
+    assert out == "Le <mark>cafe\u0301</mark> &lt;noir&gt; et la <mark>दवा</mark>, pas दव."
+    assert render.highlight("Le café", render.query_terms("cafe\u0301")) == "Le <mark>café</mark>"
+
+
 def test_snippet_window_starts_near_the_first_match():
     text = "filler " * 60 + "the GS-40 shows E-07 " + "tail " * 60
     out = render.highlight(text, render.query_terms("GS-40"), window=80)

@@ -108,10 +108,76 @@ def test_bm25_finds_the_cjk_card_sharing_a_word(cards, turn, best, tokenizer):
 
 
 def test_cjk_analysis_keeps_exactly_the_characters_plain_tokenizing_kept():
-    """Each character alone: a token if and only if it was one before (punctuation such as 、。・「」 and the
-    combining sound marks stay separators); only the grouping of CJK letters changed."""
+    """Each character alone: a token if and only if it was one before (punctuation such as 、。・「」 and a lone
+    combining sound mark stay separators), in normal form C (a compatibility ideograph is its unified one); only the
+    grouping of CJK letters changed."""
     import re
+    import unicodedata
 
     text = " ".join(chr(c) for c in [*range(0x1100, 0x3400), *range(0xA960, 0xFFFF), *range(0x20000, 0x40000, 7)]
                     if not 0xD800 <= c < 0xE000)
-    assert {t for t in tokenize(text)} == set(re.findall(r"[^\W_]+", text.lower()))
+    assert set(tokenize(text)) == {unicodedata.normalize("NFC", t) for t in re.findall(r"[^\W_]+", text.lower())}
+
+
+# ------------------------------------------------------------------------------- combining marks, normal form C
+# Python's \w matches no combining mark (Mn, Mc, Me): "[^\W_]+" cut Hindi, Thai or pointed Arabic and Hebrew words
+# at every vowel sign and dropped it, and a decomposed "cafe\u0301" lost its accent. A token keeps its marks, in NFC.
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("मैं अपनी दवा की खुराक भूल गया", ["मैं", "अपनी", "दवा", "की", "खुराक", "भूल", "गया"]),  # Hindi: matras, anusvara
+    ("আমি ওষুধ খেতে ভুলে গেছি", ["আমি", "ওষুধ", "খেতে", "ভুলে", "গেছি"]),  # Bengali
+    ("நான் மருந்து சாப்பிட மறந்துவிட்டேன்", ["நான்", "மருந்து", "சாப்பிட", "மறந்துவிட்டேன்"]),  # Tamil: virama
+    ("ลืมกินยา อินซูลิน", ["ลืมกินยา", "อินซูลิน"]),  # Thai: vowels and tone marks (a run without spaces is one token)
+    ("كَيْفَ أَحْفَظُ الأَنْسُولِين؟", ["كَيْفَ", "أَحْفَظُ", "الأَنْسُولِين"]),  # Arabic with harakat
+    ("שָׁלוֹם, אִינְסוּלִין", ["שָׁלוֹם", "אִינְסוּלִין"]),  # Hebrew with niqqud
+    ("GS-40: दवा 冷蔵庫 E-07", ["gs", "40", "दवा", "冷蔵", "蔵庫", "e", "07"]),  # codes and CJK bigrams around them
+    ("snake_दवा_case", ["snake", "दवा", "case"]),  # "_" still separates
+])
+def test_a_token_keeps_its_combining_marks(text, tokens):
+    import unicodedata
+
+    assert tokenize(text) == tokens
+    assert [t for _, _, t in spans(text)] == tokens
+    assert all(unicodedata.normalize("NFC", text[a:b].lower()) == t for a, b, t in spans(text))
+    assert tokenize(unicodedata.normalize("NFD", text)) == tokens  # the same terms whatever the normal form
+
+
+@pytest.mark.parametrize("word", ["café", "Olvidé", "remédio", "naïve", "Ångström", "Việt"])
+def test_nfd_and_nfc_forms_of_a_word_are_one_term_and_spans_point_into_the_original(word):
+    import unicodedata
+
+    nfc, nfd = unicodedata.normalize("NFC", word), unicodedata.normalize("NFD", word)
+    text = f"«{nfd}» y {nfc}."
+    (a, b, first), (_, _, y), (c, d, second) = spans(text)
+    assert first == second == tokenize(nfc)[0] == nfc.lower() and y == "y"
+    assert text[a:b] == nfd and text[c:d] == nfc  # offsets into the text as given, for highlighting
+    assert tokenize(text) == [first, "y", second]
+
+
+@pytest.mark.parametrize("text", ["薬を飲み忘れたがぎぐ", "インスリンをジェットで", "인슐린을 냉장고에 보관하세요"])
+def test_decomposed_japanese_and_korean_make_the_same_bigrams(text):
+    """NFD kana carry a combining sound mark (か + ゙) and NFD Hangul is jamo (인 = ᄋ ᅵ ᆫ), as macOS writes file
+    names: a bigram is of two characters with what extends them, so the terms are those of the composed text."""
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", text)
+    assert nfd != text and tokenize(nfd) == tokenize(text) == [t for _, _, t in spans(nfd)]
+    assert all(unicodedata.normalize("NFC", nfd[a:b]) == t for a, b, t in spans(nfd))
+
+
+def test_bm25_matches_words_with_marks_and_across_normal_forms():
+    import unicodedata
+
+    chunks = [Chunk("hi#0", "hi", "", "hi", "दवा की खुराक भूल जाने पर अगली खुराक समय पर लें।"),
+              Chunk("hi2#0", "hi2", "", "hi", "दिन में दो बार भोजन के साथ लें।"),
+              Chunk("fr#0", "fr", "", "en", unicodedata.normalize("NFD", "Le café et les médicaments."))]
+    for tokenizer in ("plain", "snowball"):
+        index = BM25Index(chunks, tokenizer)
+        assert [h.parent_id for h in index.search("खुराक", 5)] == ["hi"]  # a word with a vowel sign (was 'ख', 'र', 'क')
+        assert [h.parent_id for h in index.search("café", 5)] == ["fr"]  # NFC turn, NFD card
+
+
+def test_words_with_marks_count_as_one_word_each():
+    from retrieval.tokenize import word_count
+
+    assert word_count("मैं अपनी दवा की खुराक भूल गया") == 7
+    assert word_count("cafe\u0301 cafe\u0301") == 2
