@@ -42,6 +42,7 @@ from retrieval.corpus import LabeledQuery, fingerprint
 from retrieval.parents import best_per_parent
 from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
+    SCRIPT_RULE,
     Candidate,
     RefusalEvidence,
     RefusalThresholds,
@@ -51,7 +52,7 @@ from retrieval.refusal import (
     lexical_evidence,
 )
 from retrieval.settings import PROJECT_ROOT, Settings
-from retrieval.tokenize import CJK_ANALYSIS, MARK_ANALYSIS, changed_by_marks, has_cjk, tokenize
+from retrieval.tokenize import CJK_ANALYSIS, MARK_ANALYSIS, changed_by_marks, has_cjk, main_script, tokenize
 from retrieval.types import Card, Chunk
 
 COLLECTION = "refusal-calibrations"
@@ -212,10 +213,12 @@ def with_ood(retriever: Any, turn: str, found: dict[str, LevelCandidates]) -> di
 
 def with_multilingual(turn: str, found: LevelCandidates, vocabulary: Vocabulary) -> LevelCandidates:
     """``found`` with multilingual-e5's cosine of the turn and its top card when the turn is in a language few
-    cards use (what the pipeline would ask e5 for); unchanged otherwise, or without e5."""
+    cards use or a script the cross-encoder does not read (what the pipeline would ask e5 for); unchanged
+    otherwise, or without e5."""
     if not found.candidates or found.multilingual_cosine is not None:
         return found
-    if not lexical_evidence(turn, found.candidates[0].text, vocabulary).foreign:
+    lexical = lexical_evidence(turn, found.candidates[0].text, vocabulary)
+    if not (lexical.foreign or lexical.unreadable):
         return found
     try:
         return dataclasses.replace(found, multilingual_cosine=crosslingual.cosine(turn, found.candidates[0].text))
@@ -348,11 +351,15 @@ def calibration_key(chunks: Sequence[Chunk], settings: Settings) -> str:
     with Chinese, Japanese or Korean text also names the CJK analysis its words were counted with
     (``tokenize.CJK_ANALYSIS``): one calibrated when a whole CJK run was one word is not reused. So does a corpus
     with combining marks or text not in normal form C (Hindi, Thai, Arabic with harakat, decomposed Latin:
-    ``tokenize.MARK_ANALYSIS``), whose words were cut at the marks. Other corpora (English, Spanish, Portuguese in
-    NFC, Russian, Greek) keep their key, their tokens are what they were."""
+    ``tokenize.MARK_ANALYSIS``), whose words were cut at the marks; and a corpus with a card mostly in a script
+    the cross-encoder does not read (Cyrillic, Greek, Arabic...: ``refusal.SCRIPT_RULE``), whose turns were judged
+    by its score and are now judged by multilingual-e5. Other corpora (English, Spanish, Portuguese in NFC) keep
+    their key, their tokens and rule are what they were."""
     extra = (CJK_ANALYSIS,) if any(has_cjk(c.title) or has_cjk(c.text) for c in chunks) else ()
     if any(changed_by_marks(c.title) or changed_by_marks(c.text) for c in chunks):
         extra += (MARK_ANALYSIS,)
+    if any(main_script(c.text) for c in chunks):
+        extra += (SCRIPT_RULE,)
     return fingerprint(chunks, settings.embedding_model, settings.reranker_model, *extra)
 
 

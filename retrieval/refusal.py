@@ -15,7 +15,9 @@ combines the evidence a turn leaves behind into one explainable decision:
   (``min_cross_encoder_unexplained``). Judged only for a turn written in a language most cards use: a Spanish
   turn about English cards is normal (ADR-0022), and its words are not misses.
 - **language**: a turn in a language few cards use is judged by ``min_cross_encoder_foreign`` (the English MS
-  MARCO cross-encoder scores a Spanish turn low) and may be rescued by the cosine without a shared word.
+  MARCO cross-encoder scores a Spanish turn low) and may be rescued by the cosine without a shared word. A turn
+  mostly in a script the cross-encoder does not read (Cyrillic, Greek, Arabic, Devanagari...) is judged by
+  multilingual-e5's cosine instead of its score, whatever the cards' language.
 - **without the cross-encoder**: ``rrf_only`` falls back to the cosine with lexical support (a word of the turn
   in the top card) or the branches' agreement; ``dense_only`` to the cosine; ``bm25_only`` without its reranker
   to lexical support alone. The vocabulary tests apply at every level. The decision lists the evidence that
@@ -35,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from retrieval.tokenize import SCRIPT_NAMES, STOPWORDS, _stemmer, cjk_language, has_cjk, script_language, tokenize
+from retrieval.tokenize import SCRIPT_NAMES, STOPWORDS, _stemmer, cjk_language, has_cjk, main_script, tokenize
 
 # Defaults for bge-small-en-v1.5 + ms-marco-MiniLM-L-12-v2, chosen by scripts/tune_refusal.py on the dev split:
 # most dev turns refused with at most 1 of the 61 answerable turns refused, also one grid step stricter.
@@ -62,6 +64,9 @@ MIN_LANGUAGE_SHARE = 0.3
 # characters are a word's worth (薬局, 冷蔵), where two Latin letters are mostly noise; a lone CJK character (a
 # particle such as の between Latin words) is not judged.
 MIN_UNEXPLAINED_CHARS = 3
+# Version of the rule for a turn in a script the cross-encoder does not read (``LexicalEvidence.unreadable``):
+# a calibration of a corpus written in one (``calibration.calibration_key``) counted on the cross-encoder's score.
+SCRIPT_RULE = "script-e5-1"
 # Cards that use more code families than this are open text (abstracts name hundreds of genes and proteins: CD4,
 # IL-6, NF2), not a catalogue of model numbers and error codes: an unknown member of a family is normal there.
 MAX_CODE_FAMILIES = 100
@@ -118,8 +123,8 @@ def language(text: str) -> str:
     cjk, letters = cjk_language(text)
     if letters >= 2 and letters > 2 * (english + iberian):
         return cjk
-    script, in_script, in_all = script_language(text)
-    if in_script >= 2 and 2 * in_script > in_all + letters:
+    script = main_script(text, letters)
+    if script:
         return script
     if not english and not iberian:
         return ""
@@ -234,6 +239,13 @@ class LexicalEvidence:
         """The turn is written in a language few cards use (a Spanish turn about English cards): the English
         cross-encoder scores it low, and it shares no word with the cards by nature."""
         return bool(self.language) and not self.judged
+
+    @property
+    def unreadable(self) -> bool:
+        """The turn is mostly in a script other than Latin and CJK (``tokenize.SCRIPT_NAMES``): the English MS MARCO
+        cross-encoder reads none of it, and its score is no evidence either way (+7 to +8.5 for every Russian
+        question against Russian cards, on- or off-topic; scripts/other_scripts.py). multilingual-e5 judges."""
+        return self.language in SCRIPT_NAMES
 
 
 def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) -> LexicalEvidence:
@@ -567,6 +579,7 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     2. cross-encoder ran (``full``, ``bm25_only``): answer if its best logit >= ``min_cross_encoder`` (for a turn in
        another language than its top card: ``min_cross_encoder_foreign``); otherwise answer only if the best cosine
        >= ``min_rescue_cosine`` and the top card shares a word with the turn (a turn in another language need not).
+       A turn in a script the cross-encoder does not read is judged by ``multilingual_cosine`` instead, when given.
     3. no cross-encoder, both branches (``rrf_only``): answer if the best cosine >= ``min_fallback_cosine`` and the
        top card shares a word with the turn or is in both branches' top ``AGREEMENT_DEPTH``.
     4. no cross-encoder, one branch with a cosine (``dense_only``): answer if the best cosine >=
@@ -602,11 +615,17 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     vocabulary_ok = all(test.passed for test in tests)
 
     ce, cos = ev.best_cross_encoder, ev.best_cosine
-    if ce is not None:
+    unreadable = lex is not None and lex.unreadable and ev.multilingual_cosine is not None
+    if ce is not None and not unreadable:
         rule, scores_ok = _cross_encoder_tests(ev, t, tests, note)
-    elif lex is not None and lex.foreign and ev.multilingual_cosine is not None:
-        rule = "multilingual cosine (no cross-encoder; turn and cards in different languages)"
-        note("cross-encoder", "using multilingual-e5's cosine: the English cosine cannot judge another language")
+    elif lex is not None and (lex.foreign or unreadable) and ev.multilingual_cosine is not None:
+        if ce is not None:
+            rule = f"multilingual cosine (the cross-encoder reads no {SCRIPT_NAMES[lex.language]})"
+            notes.append(f"cross-encoder score {_num(ce, 1)} not used: the MS MARCO model reads English, not "
+                         f"{SCRIPT_NAMES[lex.language]} script (it scores such text high or low whatever it says)")
+        else:
+            rule = "multilingual cosine (no cross-encoder; turn and cards in different languages)"
+            note("cross-encoder", "using multilingual-e5's cosine: the English cosine cannot judge another language")
         tests.append(_multilingual_test(ev.multilingual_cosine, t))
         scores_ok = tests[-1].passed
     elif cos is not None and ev.agreement is not None:
@@ -705,11 +724,12 @@ def _multilingual_test(m: float, t: RefusalThresholds) -> RefusalTest:
 
 def needs_multilingual(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_THRESHOLDS) -> bool:
     """True when the rule would use multilingual-e5's cosine for this turn: written in a language few cards use,
-    with a cross-encoder score below ``min_cross_encoder_foreign`` or no cross-encoder at all (the pipeline asks
-    e5 only then)."""
+    with a cross-encoder score below ``min_cross_encoder_foreign`` or no cross-encoder at all; or written in a
+    script the cross-encoder does not read (``LexicalEvidence.unreadable``), whatever the cards' language (the
+    pipeline asks e5 only then)."""
     lex, ce = evidence.lexical, evidence.best_cross_encoder
-    return (thresholds.languages and lex is not None and lex.foreign and evidence.multilingual_cosine is None
-            and (ce is None or ce < thresholds.min_cross_encoder_foreign))
+    return (thresholds.languages and lex is not None and evidence.multilingual_cosine is None
+            and (lex.unreadable or (lex.foreign and (ce is None or ce < thresholds.min_cross_encoder_foreign))))
 
 
 def _reason(tests: Sequence[RefusalTest], answered: bool) -> str:

@@ -168,20 +168,21 @@ _SCRIPT_LETTERS = re.compile("(?:(?=[^\\W\\d_])[" + "".join(
 _LATIN_LETTER = re.compile("[A-Za-z\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]")
 
 
-def script_language(text: str) -> tuple[str, int, int]:
-    """``(script, letters, all)``: the ISO 15924 code of the script other than Latin and CJK with most letters in
-    ``text`` (``cyrl``, ``arab``, ``deva``...; ``SCRIPT_NAMES``), its letters, and the letters of Latin and of
-    all those scripts together (``("", 0, 0)`` for a text with none of them)."""
+def main_script(text: str, other_letters: int = 0) -> str:
+    """The ISO 15924 code (``cyrl``, ``arab``, ``deva``...; ``SCRIPT_NAMES``) of the script other than Latin and CJK
+    that most letters of ``text`` are written in (at least two, and more than half of its Latin letters, the
+    letters of those scripts and ``other_letters``: the caller's CJK letters); "" when none is."""
     if text.isascii():
-        return "", 0, 0
+        return ""
     counts: dict[str, int] = {}
     for m in _SCRIPT_LETTERS.finditer(text):
         code = _SCRIPT_BLOCKS[bisect_right(_BLOCK_STARTS, ord(m.group()[0])) - 1][1]
         counts[code] = counts.get(code, 0) + m.end() - m.start()
     if not counts:
-        return "", 0, 0
+        return ""
     best = max(counts, key=counts.__getitem__)
-    return best, counts[best], sum(counts.values()) + len(_LATIN_LETTER.findall(text))
+    letters = sum(counts.values()) + len(_LATIN_LETTER.findall(text)) + other_letters
+    return best if counts[best] >= 2 and 2 * counts[best] > letters else ""
 
 
 def _plain_split(text: str) -> bool:

@@ -68,10 +68,11 @@ def test_a_cjk_corpus_calibrated_by_the_whole_run_tokenizer_is_not_reused():
     assert calibration.calibration_key(japanese, s) != fingerprint(japanese, s.embedding_model, s.reranker_model)
 
 
-def test_a_corpus_whose_tokens_changed_with_combining_marks_is_not_reused_and_others_keep_their_key():
+def test_a_corpus_whose_tokens_or_rule_changed_is_not_reused_and_others_keep_their_key():
     """Hindi (vowel signs), Arabic with harakat or decomposed Latin were counted as words cut at every mark: the key
-    names the analysis (``MARK_ANALYSIS``), so such a calibration is not reused. English, Spanish and Portuguese in
-    NFC and Russian keep their key (their tokens did not change), so their stored calibrations still apply."""
+    names the analysis (``MARK_ANALYSIS``), so such a calibration is not reused; a card mostly in Cyrillic (Russian
+    turns now judged by e5, not the cross-encoder) names the rule (``SCRIPT_RULE``). English, Spanish and
+    Portuguese in NFC keep their key, Greek letters in English text too, so their stored calibrations still apply."""
     import unicodedata
 
     from retrieval.corpus import fingerprint
@@ -85,7 +86,8 @@ def test_a_corpus_whose_tokens_changed_with_combining_marks_is_not_reused_and_ot
         return calibration.calibration_key(chunks, s) == fingerprint(chunks, s.embedding_model, s.reranker_model)
 
     assert key_kept("Keep insulin in the refrigerator.", "Olvidé la dosis, ¿qué hago?", "Não congele a insulina.",
-                    "Храните инсулин в холодильнике.")
+                    "β-blockers and α-glucosidase inhibitors")
+    assert not key_kept("Keep insulin in the refrigerator.", "Храните инсулин в холодильнике.")
     assert not key_kept("Keep insulin in the refrigerator.", "इंसुलिन को फ्रिज में रखें।")
     assert not key_kept("Keep insulin in the refrigerator.", "كَيْفَ أَحْفَظُ")
     assert not key_kept(unicodedata.normalize("NFD", "Olvidé la dosis, ¿qué hago?"))

@@ -229,17 +229,22 @@ def test_a_turn_mostly_in_another_script_is_told_by_it(text, lang):
 
 def test_a_turn_in_another_script_about_english_cards_is_judged_by_scores_and_cards_in_it_by_words():
     """A Russian turn about English cards shares no word with them by nature: it is in another language (its
-    script's ISO 15924 code), judged by the foreign cross-encoder threshold and multilingual-e5, not refused as
-    "none of the turn's words occurs in any card". Cards written in Cyrillic judge a Russian turn by its words."""
+    script's ISO 15924 code), judged by multilingual-e5, not refused as "none of the turn's words occurs in any
+    card". Cards written in Cyrillic judge a Russian turn by its words, and by e5 again: the English cross-encoder
+    reads no Cyrillic (it gave +7 to +8.5 to off-topic Russian turns against Russian cards)."""
     ev = lexical_evidence("Как хранить инсулин?", TEXTS[0], VOCAB)
-    assert ev.language == "cyrl" and ev.foreign and not ev.judged and ev.words == ("как", "хранить", "инсулин")
+    assert ev.language == "cyrl" and ev.foreign and ev.unreadable and not ev.judged
+    assert ev.words == ("как", "хранить", "инсулин")
     low = RefusalEvidence("full", best_cross_encoder=-9.0, best_cosine=0.4, lexical=ev)
-    assert needs_multilingual(low)
+    assert needs_multilingual(low) and needs_multilingual(replace(low, best_cross_encoder=5.0))
     d = decide(replace(low, multilingual_cosine=0.83))
-    assert not d.refused and d.tests[0].passed
+    assert not d.refused and d.tests[0].passed and d.rule == "multilingual cosine (the cross-encoder reads no Cyrillic)"
     assert d.tests[0].sentence.startswith("not compared: the turn is in Cyrillic, a script few cards are written in")
-    assert "(Cyrillic-script turn, cards mostly in another script)" in d.reason
+    assert d.notes[0].startswith("cross-encoder score -9.0 not used: the MS MARCO model reads English")
     assert decide(replace(low, multilingual_cosine=0.70)).refused
+    # without e5 (its wheel missing), the foreign cross-encoder threshold and the rescue judge, as for Spanish
+    d = decide(low)
+    assert d.refused and "(Cyrillic-script turn, cards mostly in another script)" in d.reason
     russian = Vocabulary.from_texts(["Храните инсулин в холодильнике.", "Пропущенная доза метформина: примите её.",
                                      "Storage of insulin pens"])
     assert russian.languages == {"cyrl": 2, "en": 1} and russian.speaks("cyrl")
@@ -248,6 +253,14 @@ def test_a_turn_in_another_script_about_english_cards_is_judged_by_scores_and_ca
     off = decide(RefusalEvidence("full", best_cross_encoder=8.0, lexical=lexical_evidence("Столица Франции", None,
                                                                                           russian)))
     assert off.refused and off.reason == "none of the turn's words occurs in any card ('столица', 'франции')"
+    # a word known ("в"), a high cross-encoder score: e5 decides, not the score of a model that cannot read it
+    weather = RefusalEvidence("full", best_cross_encoder=8.1, best_cosine=0.6,
+                              lexical=lexical_evidence("Какая погода в Москве?", "Храните инсулин в холодильнике.",
+                                                       russian))
+    assert needs_multilingual(weather) and not needs_multilingual(weather, replace(DEFAULT_THRESHOLDS, languages=False))
+    d = decide(replace(weather, multilingual_cosine=0.767))
+    assert d.refused and d.reason == "multilingual-e5 cosine with the top card 0.767 < 0.8"
+    assert not decide(replace(weather, multilingual_cosine=0.93)).refused
 
 
 def test_thresholds_round_trip_and_validate_the_new_fields():
@@ -544,3 +557,25 @@ def test_with_multilingual_e5_as_the_embedder_spanish_cards_answer_english_and_p
     for turn in ("I forgot my daily pill, should I take two tomorrow?", "esqueci o remédio de hoje, tomo dois amanhã?"):
         out = retriever.retrieve(turn, s)
         assert out.hybrid_path == "full" and out.final[0].parent_id == "es-olvido", (turn, out.reason)
+
+
+RUSSIAN_CARDS = Path(__file__).parent / "data" / "russian_cards.jsonl"
+
+
+def test_russian_cards_judge_russian_turns_by_their_words_and_e5_not_the_english_cross_encoder(chroma_dir):
+    """Six synthetic Russian cards, the real pipeline: a Russian turn about them is answered with its card; an
+    off-topic one sharing the function word "в" with a card was answered by the MS MARCO score (+8.1, it reads no
+    Cyrillic) and is refused by multilingual-e5's cosine; one sharing no word is refused by its words."""
+    from retrieval.corpus import load_cards, split_cards
+    from retrieval.pipeline import HybridRetriever
+    from retrieval.settings import Settings
+
+    s = Settings.from_env({}, corpus_path=str(RUSSIAN_CARDS), chroma_path=str(chroma_dir / "russian"))
+    retriever = HybridRetriever(s, chunks=split_cards(load_cards(RUSSIAN_CARDS), 400), progress=lambda d, t: None)
+    assert retriever.refusal_vocabulary().languages == {"cyrl": 6}
+    out = retriever.retrieve("Как хранить инсулин?", s)
+    assert not out.refusal.refused and out.final[0].parent_id == "ru-insulin", out.reason
+    assert out.refusal.rule == "multilingual cosine (the cross-encoder reads no Cyrillic)"
+    out = retriever.retrieve("Какая погода в Москве?", s)
+    assert out.refusal.refused and out.refusal.reason.startswith("multilingual-e5 cosine with the top card"), out.reason
+    assert retriever.retrieve("Какая столица Франции?", s).refusal.reason.startswith("none of the turn's words")
