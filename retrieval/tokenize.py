@@ -55,8 +55,8 @@ MARK_ANALYSIS = "marks-nfc-1"
 
 @lru_cache(maxsize=1)
 def _patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern, re.Pattern]:
-    """``(special, token, extend, mark, word)``: a CJK character or combining mark (a text without one, in NFC, is split by
-    ``_WORD``); a token (a CJK run, letters only, each with its marks; or a run of any other letters and digits
+    """``(special, token, extend, mark, word)``: a CJK character or combining mark (a text without one, in NFC, is
+    split by ``_WORD``); a token (a CJK run, letters only, each with its marks; or a run of any other letters and digits
     with their marks: the two are separate tokens, "GS40の" -> "gs40", "の"); what extends the character before it
     in a CJK run (a combining mark, a Hangul vowel or final jamo: NFD Korean "인" is three jamo, one character);
     a combining mark; the same token as ``token`` in a text with no CJK, no "_" and nothing beyond the BMP (one

@@ -1,14 +1,14 @@
 """How long ``retrieval.tokenize.tokenize`` takes per text, by kind of text, against another version of the module.
 
-    git show main:retrieval/tokenize.py > /tmp/tokenize_old.py
+    git show 5f30b19:retrieval/tokenize.py > /tmp/tokenize_old.py   # before combining marks and NFC
     .venv/bin/python scripts/tokenize_speed.py --baseline /tmp/tokenize_old.py [--repeat 15] [--json]
 
 The texts are the shipped sub-chunks (corpus/cards.jsonl split as the pipeline splits it), by kind: English cards
-that are pure ASCII, English cards with a character beyond ASCII (’ — °), the Spanish and Portuguese cards (Latin-1), the same with
-typographic punctuation beyond Latin-1 (’ — “”), the same decomposed to NFD (text pasted from macOS), and a few
-Russian and Hindi sentences written for this script (no shipped card is in those scripts). Each kind is tokenized whole, the two
-versions interleaved ``--repeat`` times; the best run of each is reported (the least disturbed by other processes),
-with the 1-minute load average at the start. The BM25 build splits a pure-ASCII text by byte translation, without
+that are pure ASCII, English cards with a character beyond ASCII (’ — °), the Spanish and Portuguese cards
+(Latin-1), the same with typographic punctuation beyond Latin-1 (’ — “”), the same decomposed to NFD (text pasted
+from macOS), and a few Russian and Hindi sentences written for this script (no shipped card is in those scripts).
+Each kind is tokenized whole, the two versions interleaved ``--repeat`` times; the best run of each is reported
+(the least disturbed by other processes), with the 1-minute load average at the start. The BM25 build splits a pure-ASCII text by byte translation, without
 ``tokenize`` (``retrieval.bm25``): the ASCII row is what a turn, the refusal vocabulary and highlighting pay.
 """
 
@@ -96,8 +96,8 @@ def main() -> None:
             row["change_pct"] = round(100 * (best["current"] / best["baseline"] - 1), 1)
         rows.append(row)
     meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "load_1min": round(load, 2),
-            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": sys.version.split()[0],
-            "repeat": args.repeat}
+            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "python": sys.version.split()[0], "repeat": args.repeat}
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return

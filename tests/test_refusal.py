@@ -257,7 +257,8 @@ def test_a_turn_in_another_script_about_english_cards_is_judged_by_scores_and_ca
     weather = RefusalEvidence("full", best_cross_encoder=8.1, best_cosine=0.6,
                               lexical=lexical_evidence("Какая погода в Москве?", "Храните инсулин в холодильнике.",
                                                        russian))
-    assert needs_multilingual(weather) and not needs_multilingual(weather, replace(DEFAULT_THRESHOLDS, languages=False))
+    assert needs_multilingual(weather)
+    assert not needs_multilingual(weather, replace(DEFAULT_THRESHOLDS, languages=False))
     d = decide(replace(weather, multilingual_cosine=0.767))
     assert d.refused and d.reason == "multilingual-e5 cosine with the top card 0.767 < 0.8"
     assert not decide(replace(weather, multilingual_cosine=0.93)).refused
