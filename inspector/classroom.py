@@ -99,7 +99,9 @@ def k_curve_figure(current_k: int, ks: Sequence[int] = CURVE_KS, max_rank: int =
         fig.add_trace(go.Scatter(x=ranks, y=curves[k], mode="lines+markers", name=f"k={k}" + (" (slider)" if bold else ""),
                                  line=dict(width=4 if bold else 1.5), marker=dict(size=6 if bold else 4),
                                  hovertemplate="rank %{x}: 1/(" + str(k) + "+%{x}) = %{y:.5f}<extra></extra>"))
-    fig.update_layout(title="Credit of a rank: 1/(k + rank). Small k: the top ranks dominate; large k: flatter",
+    # plotly never wraps a title: two short lines fit the chart's half of the tab at 1024 px (one line was cut)
+    fig.update_layout(title="Credit of a rank: 1/(k + rank)<br><sup>small k: the top ranks dominate; large k: "
+                            "flatter</sup>",
                       xaxis_title="rank in one list", yaxis_title="1/(k + rank)", yaxis_type="log",
                       template="plotly_white", height=380, legend=dict(orientation="h", y=-0.25))
     drawn = [y for curve in curves.values() for y in curve]

@@ -171,6 +171,18 @@ def test_k_curve_log_axis_labels_read_as_plain_numbers():
     assert min(axis.tickvals) <= min(drawn) * 2 and max(drawn) <= max(axis.tickvals) * 2
 
 
+def test_classroom_chart_titles_fit_half_the_tab_at_1024_px():
+    """Plotly never wraps a title: a line longer than about 50 characters ran past the right edge of its chart
+    (the k-curve's one-line title was cut at 1280 px already). Each line, tags stripped, fits."""
+    import re
+
+    from inspector.classroom import contributions_figure, k_curve_figure
+
+    for fig in (k_curve_figure(60), contributions_figure(classroom(CLASS_EXAMPLE, k=60))):
+        lines = re.sub(r"<(?!br>)[^>]*>", "", fig.layout.title.text).split("<br>")
+        assert max(len(line) for line in lines) <= 50, lines
+
+
 def test_tab_builds_inside_blocks():
     import gradio as gr
 
