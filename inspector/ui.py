@@ -81,8 +81,8 @@ def build_app() -> gr.Blocks:
     """The whole page: the Inspector tab, the RRF classroom and the Evaluation tab."""
     with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False,
                    delete_cache=DELETE_CACHE) as app:
-        banner = gr.HTML(corpus_words.banner(corpus_words.words_for(None)), elem_id="banner",
-                         elem_classes=["no-present"])
+        # kept in presenter mode, reduced to its warning: the projected cards look medical (head.css)
+        banner = gr.HTML(corpus_words.banner(corpus_words.words_for(None)), elem_id="banner")
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
         ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again

@@ -109,6 +109,16 @@ def test_presenter_mode_tours_the_examples_with_the_keyboard(context_at, server)
     watched = pg.locator(f'#list-reranked .hit[data-parent="{EXAMPLES[0].card}"]').first
     watched.wait_for()
     assert "5px" in watched.evaluate("e => getComputedStyle(e).outlineWidth")  # the card to watch is outlined
+    # the projected cards look medical: the banner's warning stays, and the answer still fits the first screen
+    expect()(pg.locator("#banner .warn")).to_be_visible()
+    expect()(pg.locator("#banner .warn")).to_contain_text("not medical advice")
+    first = pg.locator("#list-reranked .hit .hit-head").first.bounding_box()
+    assert first["y"] + first["height"] <= 720, first
+    pg.set_viewport_size({"width": 853, "height": 480})  # 1280x720 at 150 % zoom: the tour bar leaves room
+    pg.wait_for_timeout(200)  # the resized page lays out again
+    bar = pg.locator("#tour-bar").bounding_box()
+    assert bar["height"] <= 0.35 * 480, f"the tour bar takes {bar['height']:.0f} of 480 px"
+    pg.set_viewport_size({"width": 1280, "height": 720})
     step(pg, "ArrowRight", f"2/{len(EXAMPLES)}", EXAMPLES[1].text)
     step(pg, "ArrowLeft", f"1/{len(EXAMPLES)}", EXAMPLES[0].text)
     expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
