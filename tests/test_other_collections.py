@@ -355,3 +355,13 @@ def test_markdown_front_matter_and_a_mac_zip_s_names(tmp_path):
         ("Notes/Caf\u00e9 brew", "Café", "Brew at 94 degrees."), ("Notes/post", "Chain: oiling", "Oil it weekly."),
         ("Notes/rule", "rule", "--- A text that opens with a rule. --- More.")]
     assert loaded.notes == ()  # the Finder's files are not "entries that are not .txt/.md"
+
+
+def test_a_card_in_chinese_is_counted_against_the_context_budget():
+    """A CJK text has no spaces: counted in whitespace words, a 3,000-character Chinese card was 2 tokens and every
+    such card fit any CONTEXT_TOKEN_BUDGET. English counts as before (words x 1.3)."""
+    from retrieval.context import count_tokens
+
+    assert count_tokens("自行车链条需要定期润滑。" * 250) == 3_575  # 2,750 letters (the 250 。 are not) x 1.3
+    assert count_tokens("Oil the chain 每周 weekly") == 8  # 4 words + 2 characters = 6 x 1.3
+    assert count_tokens("a b c d e f g h i j") == 13
