@@ -185,7 +185,9 @@ def summary_html(report: Mapping[str, Any], source_note: str, configs: Sequence[
     if ref and ref.get("refusal_rate"):
         rrows = "".join(f"<tr><td>{esc(c)}</td><td>{_num(ref['refusal_rate'][c])}</td>"
                         f"<td>{_num(ref['false_refusal_rate'][c])}</td></tr>" for c in ref["refusal_rate"])
-        parts.append(f"<p>Refusals at MIN_SIMILARITY={ref['min_similarity']:g}, top_k={ref['top_k']} "
+        source = (f" by the evidence rule (thresholds: {esc(ref['thresholds'])})"
+                  if ref.get("refusal_rule") == "evidence" and ref.get("thresholds") else "")
+        parts.append(f"<p>Refusals{source} at MIN_SIMILARITY={ref['min_similarity']:g}, top_k={ref['top_k']} "
                      f"({ref['no_match_turns']} no_match turns, {ref['answerable_turns']} answerable):</p>"
                      f"<table><thead><tr><th>config</th><th>refusal rate (no_match)</th>"
                      f"<th>false refusals (answerable)</th></tr></thead><tbody>{rrows}</tbody></table>"

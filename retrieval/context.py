@@ -11,7 +11,8 @@ Attribute values and text are XML-escaped (``& < > " '``), so a card whose text 
 quote cannot close its delimiter or forge another card. Control characters are replaced by spaces.
 
 Token counting is deliberately simple and documented: ``ceil(whitespace-separated words * 1.3)`` per block,
-tags included (English averages about 1.3 subword tokens per word for BERT/GPT-style tokenizers). Cards are
+tags included (English averages about 1.3 subword tokens per word for BERT/GPT-style tokenizers); Chinese,
+Japanese and Korean are written without spaces, so each of their characters counts as a word. Cards are
 packed in rank order; a card that does not fit the remaining budget is dropped (and listed with why), and a
 later, shorter card may still fit. A turn at level ``no_match``, or one where no card fits, yields the refusal.
 """
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
+from retrieval.tokenize import count_cjk, has_cjk
 from retrieval.types import Chunk, RetrievalResult
 
 # What the assistant says at level no_match (ADR-0022): it refuses instead of answering from an unrelated card.
@@ -36,8 +38,10 @@ _ATTR_ENTITIES = {'"': "&quot;", "'": "&apos;"}
 
 
 def count_tokens(text: str) -> int:
-    """Approximate LLM tokens of ``text``: whitespace-separated words x 1.3, rounded up (0 for blank text)."""
-    words = len(text.split())
+    """Approximate LLM tokens of ``text``: whitespace-separated words x 1.3, rounded up (0 for blank text); a word
+    holding Chinese, Japanese or Korean characters counts one per character (a CJK card of 3,000 characters without
+    a space was one word, 2 tokens, and fit any budget)."""
+    words = (sum(max(1, count_cjk(word)) for word in text.split()) if has_cjk(text) else len(text.split()))
     return (words * TOKENS_PER_WORD_X10 + 9) // 10
 
 

@@ -81,12 +81,28 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield lineno, raw
 
 
+SAVE_AS_UTF8 = ('Save it as UTF-8: in Excel, Save As > "CSV UTF-8 (Comma delimited)"; in Notepad or TextEdit, Save As '
+                'with the encoding UTF-8.')
+
+
+def not_utf8(line: bytes, start: int) -> str:
+    """Why ``line`` (one line of a file) is not UTF-8 from byte ``start`` on, naming the byte, what it would be in
+    the encoding it was most likely saved in, and how to save the file as UTF-8. The caller adds file:line."""
+    byte = line[start:start + 1]
+    if b"\x00" in line:
+        guess = "the file looks like UTF-16 without a byte-order mark"
+    else:
+        char = byte.decode("cp1252", errors="replace")
+        guess = (f"{char!r} in Windows-1252/Latin-1, which Excel's \"CSV (Comma delimited)\" and older Windows "
+                 "tools write" if char != "\ufffd" else "the file was saved in an encoding other than UTF-8")
+    return f"not valid UTF-8 (byte 0x{byte.hex().upper()} at byte {start + 1} of the line: {guess}). {SAVE_AS_UTF8}"
+
+
 def _decode(path: Path, lineno: int, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorpusError(f"{path}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the line). "
-                          "Save the file as UTF-8.") from None
+        raise CorpusError(f"{path}:{lineno}: {not_utf8(raw, exc.start)}") from None
 
 
 ID_SEPARATOR = "#"  # a sub-chunk id is <card id>#<n>: a card id must not hold it

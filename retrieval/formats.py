@@ -17,12 +17,14 @@ import os
 import posixpath
 import re
 import stat
+import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries
+from retrieval.corpus import (MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries,
+                              not_utf8)
 from retrieval.tokenize import detect_language
 from retrieval.types import Card
 
@@ -126,9 +128,11 @@ def detect_format(path: Path) -> str:
         return suffix[1:]
     if suffix == ".zip":
         return "zip"
+    table = (" (a table saved as Excel's \"Unicode Text\" is a .txt of tab-separated columns: rename it to .tsv)"
+             if suffix == ".txt" else "")
     raise LoadError([f"{path.name}: unsupported file type {suffix or '(no extension)'!r}; give a cards .jsonl, a BEIR "
                      "corpus.jsonl, a .csv/.tsv with id,title,text columns, or a .zip of a BEIR folder or of "
-                     ".txt/.md files."])
+                     f".txt/.md files{table}."])
 
 
 def load_any(path: str | Path, limits: Limits | None = None, display: str | None = None) -> Loaded:
@@ -177,9 +181,12 @@ def _first_record_has(path: Path, key: str) -> bool:
     """Whether the file's first record (its first JSON line, or the first item of one JSON array) has ``key``."""
     try:
         with path.open("rb") as handle:
-            head = handle.read(MAX_LINE_BYTES).removeprefix(codecs.BOM_UTF8)
+            head = handle.read(MAX_LINE_BYTES)
+        if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            head = _utf8(path.read_bytes())  # the size was checked before
+        head = head.removeprefix(codecs.BOM_UTF8)
         if head.lstrip().startswith(b"["):
-            doc = json_line(path.read_bytes().removeprefix(codecs.BOM_UTF8))
+            doc = json_line(_utf8(path.read_bytes()).removeprefix(codecs.BOM_UTF8))
             return isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and key in doc[0]
         for raw in head.split(b"\n")[:50]:
             if raw.strip():
@@ -195,13 +202,24 @@ def _read_file(path: Path, limits: Limits) -> bytes:
     if size > limits.max_upload_mb * 1_000_000:
         raise LoadError([f"{path.name}: the file is {size / 1e6:.1f} MB; the limit is {limits.max_upload_mb:g} MB "
                          "(MAX_UPLOAD_MB)."])
-    return path.read_bytes()
+    return _utf8(path.read_bytes())
+
+
+def _utf8(data: bytes) -> bytes:
+    """``data`` in UTF-8: a file starting with a UTF-16 byte-order mark (Excel's "Unicode Text", Notepad's
+    "Unicode") is UTF-16 without doubt and is transcoded; anything else is left for the UTF-8 checks to judge."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            return data
+    return data
 
 
 def _sibling_reader(folder: Path):
     def read(rel: str) -> bytes | None:
         target = folder / rel
-        return target.read_bytes() if target.is_file() else None
+        return _utf8(target.read_bytes()) if target.is_file() else None
 
     def listing(prefix: str) -> list[str]:
         sub = folder / prefix
@@ -212,14 +230,14 @@ def _sibling_reader(folder: Path):
 
 # ------------------------------------------------------------------------------------------------ lines
 def _lines(data: bytes, name: str, out: _Collector):
-    """``(line number, text)`` of each line; a line that is not UTF-8 is a problem naming the line. A leading
-    byte-order mark (Excel, Notepad) is not part of the first line."""
+    """``(line number, text)`` of each line; a line that is not UTF-8 is a problem naming the line, the byte and
+    how to save the file as UTF-8. A leading byte-order mark (Excel, Notepad) is not part of the first line."""
     for lineno, raw in enumerate(data.removeprefix(codecs.BOM_UTF8).split(b"\n"), start=1):
         raw = raw.rstrip(b"\r")
         try:
             yield lineno, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            out.add(f"{name}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the line). Save the file as UTF-8.")
+            out.add(f"{name}:{lineno}: {not_utf8(raw, exc.start)}")
 
 
 def _json_objects(data: bytes, name: str, out: _Collector):
@@ -250,9 +268,16 @@ def _whole_text(data: bytes, where: str, out: _Collector) -> str | None:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        lineno = data[: exc.start].count(b"\n") + 1
-        out.add(f"{where}:{lineno}: not valid UTF-8. Save the file as UTF-8.")
+        lineno, line, start = _line_of(data, exc.start)
+        out.add(f"{where}:{lineno}: {not_utf8(line, start)}")
         return None
+
+
+def _line_of(data: bytes, offset: int) -> tuple[int, bytes, int]:
+    """The line number of byte ``offset`` of ``data``, that line's bytes and the offset within it."""
+    begin = data.rfind(b"\n", 0, offset) + 1
+    end = data.find(b"\n", offset)
+    return data[:offset].count(b"\n") + 1, data[begin: len(data) if end < 0 else end], offset - begin
 
 
 def _json_array(data: bytes, name: str, out: _Collector):
@@ -282,7 +307,8 @@ def _text_field(obj: dict[str, Any], key: str, where: str, out: _Collector, *, r
                 default: str = "", allow_empty: bool = False) -> str | None:
     if key not in obj or obj[key] is None:
         if required:
-            out.add(f"{where}: missing field {key!r}.")
+            out.add(f"{where}: field {key!r} is null; give it a string." if key in obj else
+                    f"{where}: missing field {key!r}.")
             return None
         return default
     value = obj[key]
@@ -442,24 +468,51 @@ def _check_labels(queries: tuple[LabeledQuery, ...], cards: tuple[Card, ...], wh
         raise LoadError(problems)
 
 
+# Header names people give the id and text columns; a header without id or text names the one it holds.
+COLUMN_ALIASES = {"id": ("_id", "doc_id", "docid", "doc-id", "document_id", "pid", "qid", "key", "uid", "uuid",
+                         "identifier", "no", "number", "#"),
+                  "text": ("content", "contents", "body", "passage", "document", "doc", "abstract", "answer",
+                           "description", "chunk", "paragraph", "article", "note", "notes", "question")}
+_DELIMITER_NAMES = {",": "a comma", ";": "a semicolon", "\t": "a tab"}
+
+
+def _missing_columns(header: list[str], missing: list[str], name: str) -> LoadError:
+    found = ", ".join(repr(h) for h in header[:10])
+    names = [h.strip().lower() for h in header]
+    renames = [next((f"{header[names.index(a)].strip()!r} to {col}" for a in COLUMN_ALIASES[col] if a in names), "")
+               for col in missing]
+    rename = (f" Rename {' and '.join(r for r in renames if r)} if those are the columns meant." if any(renames)
+              else "")
+    return LoadError([f"{name}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} in the "
+                      f"header (found {found}). The first row must name the columns id and text "
+                      "(any case; title, lang and topic optional), separated by commas or semicolons (tabs in a "
+                      f".tsv).{rename}"])
+
+
 def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") -> Loaded:
     """CSV or TSV with a header row holding ``id`` and ``text`` (any case; ``title``, ``lang``, ``topic``
     optional). Rows are numbered as lines of the file, the header being line 1. A .csv whose header holds more
-    semicolons than commas is read with ``;`` (Excel writes them where the comma is the decimal mark)."""
+    semicolons than commas is read with ``;`` (Excel writes them where the comma is the decimal mark); a first line
+    ``sep=;`` (Excel's own hint) names the separator. Quotes are read strictly, and a row with more cells than the
+    header names is refused: an unclosed quote or an unquoted comma must not swallow rows or cut a text short."""
     out = _Collector()
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        lineno = data[: exc.start].count(b"\n") + 1
-        raise LoadError([f"{name}:{lineno}: not valid UTF-8 (byte {exc.start + 1} of the file). "
-                         "Save the file as UTF-8."]) from None
+        lineno, line, start = _line_of(data, exc.start)
+        raise LoadError([f"{name}:{lineno}: {not_utf8(line, start)}"]) from None
     csv.field_size_limit(max(limits.max_card_chars * 4, 131072))
-    first = text.partition("\n")[0]
-    if delimiter == "," and first.count(";") > first.count(","):
+    first, _, rest = text.partition("\n")
+    hint = re.fullmatch(r"\s*sep=(.)\s*", first)
+    if hint:
+        delimiter, first = hint.group(1), rest.partition("\n")[0]
+    elif delimiter == "," and first.count(";") > first.count(","):
         delimiter = ";"
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     kind = "TSV" if delimiter == "\t" else "CSV"
     try:
+        if hint:
+            next(reader)
         header = next(reader, None)
     except csv.Error as exc:
         raise LoadError([f"{name}:1: unreadable {kind} header ({exc})."]) from None
@@ -473,24 +526,31 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
                              f"{', '.join(map(str, where[:-1]))} and {where[-1]}): rename or remove one."])
     missing = [c for c in ("id", "text") if c not in columns]
     if missing:
-        found = ", ".join(repr(h) for h in header[:10])
-        raise LoadError([f"{name}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} in the "
-                         f"header (found {found}). The first row must name the columns id and text "
-                         "(any case; title, lang and topic optional), separated by commas or semicolons (tabs in a "
-                         ".tsv)."])
+        raise _missing_columns(header, missing, name)
     cards = _Cards(limits, out)
+    sep = _DELIMITER_NAMES.get(delimiter, repr(delimiter))
     while True:
+        start = reader.line_num + 1
         try:
             row = next(reader)
         except StopIteration:
             break
         except csv.Error as exc:
-            out.add(f"{name}:{reader.line_num}: unreadable {kind} row ({exc}).")
+            read_to = f", reading on to line {reader.line_num}" if reader.line_num > start else ""
+            out.add(f"{name}:{start}: unreadable {kind} row ({exc}{read_to}). A field that "
+                    "opens a double quote must close it right before the next separator or the end of the line; "
+                    'a double quote inside a field is written twice ("") with the whole field in quotes.')
             break
         lineno = reader.line_num
         if not any(cell.strip() for cell in row):
             continue
         where = f"{name}:{lineno}"
+        extra = [c for c in row[len(header):] if c.strip()]
+        if extra:
+            out.add(f"{where}: the row has {len(row)} cells but the header names {len(header)} columns: "
+                    f"{extra[0].strip()[:40]!r} would be lost. A field holding {sep} must be in double quotes "
+                    f"(\"Oil it{delimiter} then wipe it.\"), or name the column in the header.")
+            continue
 
         def cell(col: str, default: str | None = None) -> str | None:
             i = columns.get(col)
@@ -544,7 +604,7 @@ def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, limits: L
         data = handle.read(min(info.file_size, cap) + 1)
     if len(data) > info.file_size:
         raise LoadError([f"{name}: entry {info.filename!r} unpacks to more than it declares; refused."])
-    return data
+    return _utf8(data)
 
 
 def load_zip(path: Path, limits: Limits, name: str | None = None) -> Loaded:
@@ -556,6 +616,8 @@ def load_zip(path: Path, limits: Limits, name: str | None = None) -> Loaded:
     except (zipfile.BadZipFile, OSError) as exc:
         raise LoadError([f"{name}: not a readable zip file ({exc})."]) from None
     with zf:
+        for info in zf.infolist():
+            info.filename = _entry_name(info)
         entries = check_zip(zf, name, limits)
         visible = [i for i in entries if not _hidden(i.filename)]
         corpora = [i for i in visible if PurePosixPath(i.filename).name == "corpus.jsonl"
@@ -586,7 +648,36 @@ def _hidden(filename: str) -> bool:
     return any(p.startswith(".") or p == "__MACOSX" for p in parts)
 
 
+def _entry_name(info: zipfile.ZipInfo) -> str:
+    """An entry's name as its maker wrote it, composed (NFC). macOS's Archive Utility writes names in UTF-8 without
+    the flag that says so (Python then reads "Notes é.md" as "Notes Ã©.md" in cp437) and in decomposed form."""
+    filename = info.filename
+    if not info.flag_bits & 0x800:
+        try:
+            filename = filename.encode("cp437").decode("utf-8")
+        except UnicodeError:  # a name really written in cp437 (old Windows tools)
+            pass
+    return unicodedata.normalize("NFC", filename)
+
+
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+_FRONT_ROW = re.compile(r"^(?:[\w-]+[ \t]*:|[ \t]|-[ \t])")  # key: value, an indented or a list line
+_FRONT_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
+
+
+def _front_matter(body: str) -> tuple[str, str]:
+    """A Markdown file's YAML front matter (Jekyll, Hugo, Obsidian: ``---`` lines around ``key: value``) split off:
+    its ``title:`` (or "") and the text after it. The other keys are metadata, not the card's text."""
+    match = _FRONT_MATTER.match(body.replace("\r\n", "\n"))
+    rows = [row for row in match.group(1).splitlines() if row.strip()] if match else []
+    if not rows or not all(_FRONT_ROW.match(row) for row in rows):  # a text that opens with a rule (---)
+        return "", body
+    title = _FRONT_TITLE.search(match.group(1))
+    value = title.group(1).strip() if title else ""
+    if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return value, body.replace("\r\n", "\n")[match.end():].strip()
 
 
 def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str, limits: Limits) -> Loaded:
@@ -605,7 +696,9 @@ def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str
         card_id = str(rel.with_suffix("")).replace("#", "_")
         title, body = rel.stem, text.strip()
         if rel.suffix.lower() != ".txt":
-            lines = body.splitlines()
+            front_title, body = _front_matter(body)
+            title = front_title or title
+            lines = [] if front_title else body.splitlines()
             for n, line in enumerate(lines):
                 if not line.strip():
                     continue

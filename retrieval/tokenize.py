@@ -127,6 +127,11 @@ def has_cjk(text: str) -> bool:
     return _HAS_CJK.search(text) is not None
 
 
+def count_cjk(text: str) -> int:
+    """How many Chinese, Japanese or Korean characters ``text`` holds."""
+    return len(_HAS_CJK.findall(text))
+
+
 def cjk_language(text: str) -> tuple[str, int]:
     """``(language, letters)``: ``ko`` if most CJK letters of ``text`` are Hangul, else ``ja`` if any is kana, else
     ``zh``; and how many CJK letters it has (``("", 0)`` for none)."""

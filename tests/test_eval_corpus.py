@@ -178,6 +178,7 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
                                                                                         capsys):
     """`eval --corpus NAME` used to judge refusals with the default thresholds while the page's turns on that corpus
     used its stored calibration: the same corpus, two refusal rates. Both now use it, and the report says which."""
+    from inspector import evaluation_tab as tab
     from retrieval import calibration
     from retrieval.cli import main as cli_main
     from retrieval.evaluation.cli import register
@@ -207,12 +208,15 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
     assert before["thresholds"] == "defaults" and before["false_refusal_rate"]["full"] < 1.0
     # A calibration no turn passes (a cross-encoder score of 49, a cosine of 0.999), kept in the corpus's store.
     strict = RefusalThresholds(min_cross_encoder=49.0, min_rescue_cosine=0.999, min_fallback_cosine=0.999,
-                               min_dense_only_cosine=0.999, source="calibrated for calbeir (test)")
+                               min_dense_only_cosine=0.999, source="calibrated for <b>calbeir</b> (test)")
     calibration.save(settings, data.chunks, calibration.Calibration(
         strict, {"embedder": settings.embedding_model, "reranker": settings.reranker_model}))
     after = cli_refusal()
-    page = evaluate_corpus("calbeir", settings, ["full"])["refusal"]
-    assert after["thresholds"] == page["thresholds"] == "calibrated for calbeir (test)"
+    report = evaluate_corpus("calbeir", settings, ["full"])
+    page = report["refusal"]
+    assert after["thresholds"] == page["thresholds"] == "calibrated for <b>calbeir</b> (test)"
     assert after["false_refusal_rate"]["full"] == page["false_refusal_rate"]["full"] == 1.0
     assert main(["eval", "--corpus", "calbeir", "--configs", "full"]) == 0  # the text report names them too
-    assert "REFUSAL_RULE=evidence (thresholds: calibrated for calbeir (test))" in capsys.readouterr().out
+    assert "REFUSAL_RULE=evidence (thresholds: calibrated for <b>calbeir</b> (test))" in capsys.readouterr().out
+    html = tab.summary_html(report, "", ["full"])  # and the Evaluation tab, escaped
+    assert "(thresholds: calibrated for &lt;b&gt;calbeir&lt;/b&gt; (test))" in html and "<b>calbeir" not in html

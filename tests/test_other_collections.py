@@ -284,3 +284,84 @@ def test_someone_elses_cards_at_corpus_path_do_not_speak_of_medication(tmp_path)
         assert ("not medical advice" in banner) == medication and ("GlucoSense" in shown) == medication
         if not medication:
             assert words.steps and all("bike" in (st.card or "") for st in words.steps)  # its own labeled turns
+
+
+def refused(path: Path, **kw) -> str:
+    from retrieval.formats import LoadError
+
+    try:
+        loaded = load_any(path, **kw)
+    except LoadError as exc:
+        return str(exc)
+    raise AssertionError(f"{path.name} was read: {[(c.id, c.text) for c in loaded.cards]}")
+
+
+def test_excel_encodings_utf16_is_read_and_windows_1252_says_how_to_save_as_utf8(tmp_path):
+    """Excel's "Unicode Text" and Notepad's "Unicode" are UTF-16 with a byte-order mark: no guess, read them. Excel's
+    "CSV (Comma delimited)" is Windows-1252 ("café" holds the byte 0xE9): refused, saying what the byte would be and
+    how to save as UTF-8 in Excel, never decoded by a guess."""
+    table = "ID\tTitle\tText\r\nc1\tCafé\tLe café est chaud.\r\n"
+    (tmp_path / "export.tsv").write_bytes(table.encode("utf-16"))
+    assert [(c.id, c.title, c.text) for c in load_any(tmp_path / "export.tsv").cards] == [
+        ("c1", "Café", "Le café est chaud.")]
+    (tmp_path / "cards.jsonl").write_bytes(lines(ROWS, "\r\n").encode("utf-16-le").join([b"\xff\xfe", b""]))
+    assert [c.id for c in load_any(tmp_path / "cards.jsonl").cards] == ["b1", "b2"]
+    (tmp_path / "excel.csv").write_bytes("id,title,text\r\nc1,Café,Le café est chaud.\r\n".encode("cp1252"))
+    said = refused(tmp_path / "excel.csv")
+    assert "excel.csv:2: not valid UTF-8 (byte 0xE9 at byte 7 of the line: 'é' in Windows-1252" in said, said
+    assert 'in Excel, Save As > "CSV UTF-8 (Comma delimited)"' in said
+    (tmp_path / "export.txt").write_bytes(table.encode("utf-16"))
+    assert "rename it to .tsv" in refused(tmp_path / "export.txt")
+
+
+def test_a_csv_row_is_never_cut_short_or_swallowed_by_its_quotes(tmp_path):
+    """An unquoted comma made a fourth cell that was dropped ("Oil it" kept, ", then wipe it." lost); an unclosed
+    quote swallowed every row after it into one card's text. Both are refused naming the row; Excel's own quoting
+    (a field in quotes holding commas, newlines and doubled quotes) and its ``sep=;`` first line are read."""
+    said = refused(write(tmp_path / "comma.csv", "id,title,text\nc1,Chain,Oil it, then wipe it.\nc2,Tyres,Pump.\n"))
+    assert "comma.csv:2: the row has 4 cells but the header names 3 columns: 'then wipe it.' would be lost" in said
+    said = refused(write(tmp_path / "open.tsv", 'id\ttitle\ttext\nc1\tT\tfine\nc2\tT\t"Unclosed\nc3\tT\tthird\n'))
+    assert "open.tsv:3: unreadable TSV row (unexpected end of data, reading on to line 4)" in said, said
+    excel = write(tmp_path / "excel.csv", 'sep=;\r\nid;title;text\r\nc1;"A; B";"He said ""oil it"",\r\nweekly."\r\n'
+                  "c2;T;plain;;\r\n")
+    assert [(c.id, c.title, c.text) for c in load_any(excel).cards] == [
+        ("c1", "A; B", 'He said "oil it",\r\nweekly.'), ("c2", "T", "plain")]
+
+
+def test_a_header_with_other_column_names_says_which_to_rename(tmp_path):
+    said = refused(write(tmp_path / "export.csv", "doc_id,title,content\nc1,T,some text\n"))
+    assert "Rename 'doc_id' to id and 'content' to text if those are the columns meant." in said, said
+
+
+def test_a_null_field_is_not_called_missing(tmp_path):
+    said = refused(write(tmp_path / "cards.jsonl", lines([{**ROWS[0], "text": None}])))
+    assert "cards.jsonl:1: field 'text' is null; give it a string." in said, said
+
+
+def test_markdown_front_matter_and_a_mac_zip_s_names(tmp_path):
+    """A .md with YAML front matter (Jekyll, Hugo, Obsidian) got its file name as title and the metadata as text;
+    macOS's Archive Utility writes UTF-8 names without the zip's UTF-8 flag (read as cp437: "CafÃ©") and
+    decomposed. A text that merely opens with a rule keeps it."""
+    path = tmp_path / "notes.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("Notes/Cafe__ brew.md", "# Café\n\nBrew at 94 degrees.")
+        zf.writestr("Notes/post.md", '---\r\ntitle: "Chain: oiling"\r\ntags: [bike]\r\n---\r\n\r\nOil it weekly.')
+        zf.writestr("Notes/rule.md", "---\n\nA text that opens with a rule.\n\n---\n\nMore.")
+        zf.writestr("__MACOSX/Notes/._post.md", b"\x00\x05\x16\x07")
+        zf.writestr("Notes/.DS_Store", b"\x00\x00\x00\x01Bud1")
+    path.write_bytes(path.read_bytes().replace(b"Cafe__", "Cafe\u0301".encode()))  # UTF-8 bytes, no flag
+    loaded = load_any(path)
+    assert [(c.id, c.title, c.text) for c in loaded.cards] == [
+        ("Notes/Caf\u00e9 brew", "Café", "Brew at 94 degrees."), ("Notes/post", "Chain: oiling", "Oil it weekly."),
+        ("Notes/rule", "rule", "--- A text that opens with a rule. --- More.")]
+    assert loaded.notes == ()  # the Finder's files are not "entries that are not .txt/.md"
+
+
+def test_a_card_in_chinese_is_counted_against_the_context_budget():
+    """A CJK text has no spaces: counted in whitespace words, a 3,000-character Chinese card was 2 tokens and every
+    such card fit any CONTEXT_TOKEN_BUDGET. English counts as before (words x 1.3)."""
+    from retrieval.context import count_tokens
+
+    assert count_tokens("自行车链条需要定期润滑。" * 250) == 3_575  # 2,750 letters (the 250 。 are not) x 1.3
+    assert count_tokens("Oil the chain 每周 weekly") == 8  # 4 words + 2 characters = 6 x 1.3
+    assert count_tokens("a b c d e f g h i j") == 13
