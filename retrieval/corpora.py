@@ -308,9 +308,7 @@ class Registry(_Changes):
                                  "process): pick another in the Data tab.") from None
             chunks = split_cards(cards, DEFAULT_CHUNK_WORDS)
             if fingerprint(chunks) != entry.fingerprint:
-                raise LoadError([f"{entry.name}: the cards kept in {corpus_store.where(self.settings)} do not give "
-                                 f"the fingerprint recorded with them ({fingerprint(chunks)} != {entry.fingerprint})"
-                                 ": delete the corpus and upload it again."])
+                entry = _resplit(self.settings, entry, cards, chunks)
         return _remember(cache_key, CorpusData(entry, tuple(cards), tuple(chunks), tuple(queries)))
 
     # --------------------------------------------------------------------------------------------- adding
@@ -555,6 +553,24 @@ def forget_retrievers(corpus_key: str) -> None:
     with pipeline._RETRIEVERS_LOCK:
         for key in [k for k in pipeline._RETRIEVERS if k[0] == corpus_key]:
             pipeline._RETRIEVERS.pop(key, None)
+
+
+def _resplit(settings: Settings, entry: CorpusEntry, cards: Sequence[Card], chunks: Sequence[Chunk]) -> CorpusEntry:
+    """A stored corpus whose sub-chunks today's chunker splits differently (CJK sentence ends, long sentences cut
+    since 2026-12-02): its cards are intact if the chunker before gives the recorded fingerprint; the record then
+    takes today's (its dense collection, named by it, is built anew). Anything else is damage."""
+    now = fingerprint(chunks)
+    if fingerprint(split_cards(cards, DEFAULT_CHUNK_WORDS, legacy=True)) != entry.fingerprint:
+        raise LoadError([f"{entry.name}: the cards kept in {corpus_store.where(settings)} do not give the "
+                         f"fingerprint recorded with them ({now} != {entry.fingerprint}): delete the corpus and "
+                         "upload it again."])
+    log.warning("corpus %s: its sub-chunks are split anew by today's chunker (%s -> %s, %d sub-chunks)",
+                entry.name, entry.fingerprint, now, len(chunks))
+    try:
+        corpus_store.update(settings, entry.name, fingerprint=now, chunks=len(chunks))
+    except Exception:  # a read-only or unreachable store: this process uses the new split all the same
+        log.exception("corpus %s: could not record its new fingerprint", entry.name)
+    return dataclasses.replace(entry, fingerprint=now, chunks=len(chunks))
 
 
 def settings_for(data: CorpusData, settings: Settings) -> Settings:

@@ -8,11 +8,12 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.tokenize import has_cjk, word_count
 from retrieval.types import Card, Chunk
 
 CARD_FIELDS = ("id", "title", "lang", "topic", "text")
@@ -295,33 +296,70 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
     return Dataset(name=f"{folder.name}-{split}", cards=tuple(cards), queries=tuple(queries), chunk_words=None)
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# A sentence ends at . ! ? and whitespace, or at 。！？ (Chinese and Japanese write no space after them).
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+_LEGACY_SENTENCE = re.compile(r"(?<=[.!?])\s+")  # the chunker before CJK enders and long cuts (``legacy=True``)
+# A "sentence" of more than LONG_SENTENCE x max_words words (a text without full stops, a pasted transcript, a
+# Chinese paragraph) is cut into pieces of max_words words: the embedder and the cross-encoder read about 512 tokens
+# of a sub-chunk, the rest of a longer one could only be found by BM25. No shipped, bundled or SciFact text has
+# one (SciFact's longest sentence is 218 words), so their sub-chunks are what they were.
+LONG_SENTENCE = 4
 
 
-def split_card(card: Card, max_words: int | None = DEFAULT_CHUNK_WORDS) -> list[Chunk]:
+def _words(text: str) -> int:
+    """Words of ``text`` for packing sentences: whitespace-separated, a CJK run about one per two characters."""
+    return word_count(text) if has_cjk(text) else len(text.split())
+
+
+def _join(parts: Sequence[str]) -> str:
+    """Sentences joined by a space, none after 。！？ (Chinese and Japanese write none)."""
+    return "".join(part if not i or parts[i - 1].endswith(("。", "！", "？")) else " " + part
+                   for i, part in enumerate(parts))
+
+
+def _pack(parts: Iterable[str], max_words: int, count: Callable[[str], int] = _words) -> list[str]:
+    """``parts`` in order, joined into pieces of at most ``max_words`` words (a longer part stands alone)."""
+    pieces, current, total = [], [], 0
+    for part in parts:
+        words = count(part)
+        if current and total + words > max_words:
+            pieces.append(_join(current))
+            current, total = [], 0
+        current.append(part)
+        total += words
+    return pieces + ([_join(current)] if current else [])
+
+
+def _cut(sentence: str, max_words: int) -> list[str]:
+    """``sentence`` as it is, or, past ``LONG_SENTENCE`` x ``max_words`` words, in pieces of ``max_words`` words (a
+    CJK run without spaces in slices of ``2 * max_words`` characters)."""
+    if _words(sentence) <= LONG_SENTENCE * max_words:
+        return [sentence]
+    step = 2 * max_words
+    return _pack([tok[i:i + step] for tok in sentence.split() for i in range(0, len(tok), step if has_cjk(tok)
+                                                                              else len(tok))], max_words)
+
+
+def split_card(card: Card, max_words: int | None = DEFAULT_CHUNK_WORDS, *, legacy: bool = False) -> list[Chunk]:
     """Split a card into sub-chunks of whole sentences, at most ``max_words`` words each (a longer sentence
-    stands alone). ``max_words=None`` keeps the card whole. Ids are ``<card_id>#<n>``, n from 0: stable as long
-    as the card text is."""
+    stands alone, up to ``LONG_SENTENCE`` x ``max_words`` words; past that it is cut). ``max_words=None`` keeps the
+    card whole. Ids are ``<card_id>#<n>``, n from 0: stable as long as the card text is. ``legacy``: the chunker
+    before CJK sentence ends and long cuts (a stored corpus's fingerprint may have been made with it)."""
     if max_words is None:
         pieces = [card.text]
+    elif legacy:  # (each legacy sentence but the last ends with . ! or ?: joined by a space, as it was)
+        pieces = _pack(_LEGACY_SENTENCE.split(card.text), max_words, lambda t: len(t.split()))
     else:
-        pieces, current, count = [], [], 0
-        for sentence in _SENTENCE.split(card.text):
-            words = len(sentence.split())
-            if current and count + words > max_words:
-                pieces.append(" ".join(current))
-                current, count = [], 0
-            current.append(sentence)
-            count += words
-        if current:
-            pieces.append(" ".join(current))
+        pieces = _pack([piece for sentence in _SENTENCE.split(card.text) if sentence
+                        for piece in _cut(sentence, max_words)], max_words)
     return [Chunk(chunk_id=f"{card.id}#{n}", parent_id=card.id, title=card.title, lang=card.lang, text=piece)
             for n, piece in enumerate(pieces)]
 
 
-def split_cards(cards: Iterable[Card], max_words: int | None = DEFAULT_CHUNK_WORDS) -> list[Chunk]:
+def split_cards(cards: Iterable[Card], max_words: int | None = DEFAULT_CHUNK_WORDS, *,
+                legacy: bool = False) -> list[Chunk]:
     """Every card's sub-chunks, in corpus order."""
-    return [chunk for card in cards for chunk in split_card(card, max_words)]
+    return [chunk for card in cards for chunk in split_card(card, max_words, legacy=legacy)]
 
 
 def fingerprint(chunks: Sequence[Chunk], *extra: str) -> str:

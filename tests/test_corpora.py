@@ -281,6 +281,29 @@ def test_registry_lists_shipped_indexed_and_beir_and_reuses_same_content(registr
     assert beir.entry.turns == 1 and beir.chunks[0].chunk_id == "d1#0"
 
 
+def test_a_corpus_stored_by_the_chunker_before_opens_with_todays_split(registry_settings, tmp_path, monkeypatch):
+    """A Chinese corpus stored before CJK sentence ends were split (its record's fingerprint from the chunker
+    before) opens with today's sub-chunks and records their fingerprint; cards that give neither are damage."""
+    from retrieval import corpus_store
+    from retrieval.corpus import fingerprint
+
+    card = {"id": "zh1", "title": "说明", "lang": "zh", "topic": "", "text": "本品为白色片剂。" * 40}
+    monkeypatch.setattr(corpora, "split_cards", lambda cards, words=60: split_cards(cards, words, legacy=True))
+    data, _ = Registry(registry_settings).add(jsonl(tmp_path / "zh.jsonl", [card]), copy=True)
+    assert data.entry.chunks == 1  # the chunker before: one sub-chunk of 320 characters
+    monkeypatch.undo()
+    corpora._LOADED.clear()
+    reopened = Registry(registry_settings).open("zh")
+    assert len(reopened.chunks) == 3 and reopened.chunks == tuple(split_cards(reopened.cards))
+    assert corpus_store.meta_of(registry_settings, "zh")["fingerprint"] == fingerprint(reopened.chunks)
+    corpora._LOADED.clear()
+    assert Registry(registry_settings).open("zh").entry.fingerprint == fingerprint(reopened.chunks)
+    corpus_store.update(registry_settings, "zh", fingerprint="0" * 16)  # neither chunker gives it
+    corpora._LOADED.clear()
+    with pytest.raises(LoadError, match="do not give the fingerprint recorded with them"):
+        Registry(registry_settings).open("zh")
+
+
 def test_failed_upload_changes_nothing(registry_settings, tmp_path):
     reg = Registry(registry_settings)
     before = [e.name for e in reg.entries()]

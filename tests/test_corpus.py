@@ -56,6 +56,35 @@ def test_split_card_ids_are_stable_and_cover_the_text():
     assert [c.text for c in split_card(card, max_words=None)] == [text]
 
 
+def test_a_long_sentence_is_cut_and_chinese_sentences_end_at_their_own_marks():
+    """A text without full stops (a transcript) or a Chinese paragraph (。 and no space) was one sub-chunk of any
+    length, of which the embedder and the cross-encoder read about 512 tokens: now cut into pieces of max_words."""
+    words = [f"w{i}" for i in range(1000)]
+    plain = split_card(Card("t", "Transcript", "en", "", " ".join(words)), max_words=60)
+    assert [len(c.text.split()) for c in plain] == [60] * 16 + [40]
+    assert " ".join(c.text for c in plain).split() == words  # every word, in order
+    zh = "本品为白色片剂。" * 400  # 400 sentences of 8 characters (about 4 words each)
+    chunks = split_card(Card("zh", "说明", "zh", "", zh), max_words=60)
+    assert len(chunks) == 27 and all(len(c.text) <= 120 and c.text.endswith("。") for c in chunks)
+    assert "".join(c.text for c in chunks) == zh  # no space put between Chinese sentences
+    run = split_card(Card("r", "r", "zh", "", "糖" * 3000), max_words=60)  # no sentence end at all
+    assert [len(c.text) for c in run] == [120] * 25
+    # A sentence of up to 4 x max_words words still stands whole (SciFact's longest is 218 words at 60).
+    long = " ".join(["word"] * 200) + ". Next one."
+    assert [len(c.text.split()) for c in split_card(Card("l", "l", "en", "", long), max_words=60)] == [200, 2]
+
+
+def test_texts_without_cjk_or_giant_sentences_split_as_before_so_stored_fingerprints_hold():
+    """Every shipped and bundled corpus gives the sub-chunks of the chunker before (``legacy=True``): their stored
+    corpora, dense collections and calibrations keep their names."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "corpus"
+    for path in (root / "cards.jsonl", *sorted((root / "eval").glob("*/cards.jsonl"))):
+        cards = load_cards(path)
+        assert split_cards(cards) == split_cards(cards, legacy=True), path
+
+
 def test_split_cards_keeps_parent_ids():
     chunks = split_cards(load_cards(MINI_CARDS))
     assert {c.parent_id for c in chunks} == {c.id for c in load_cards(MINI_CARDS)}
