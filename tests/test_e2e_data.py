@@ -133,9 +133,11 @@ def tab(page, name: str) -> None:
 
 
 def upload(page, path: Path) -> None:
+    """Choose ``path`` in the Data tab's upload box and press Add, until the Add's answer names the file."""
     tab(page, "Data")
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    message = page.locator("#data-message")
     for attempt in range(3):  # the box re-renders when the previous upload is cleared: a file set meanwhile is lost
         box = page.locator("#corpus-upload input[type=file]")
         try:
@@ -148,14 +150,27 @@ def upload(page, path: Path) -> None:
         box.set_input_files(str(path))
         try:
             page.locator("#corpus-upload").get_by_text(path.name).first.wait_for(timeout=20_000)  # Gradio has it
-            break
         except PlaywrightTimeout:
             if attempt == 2:
                 raise
-    # ... and has finished sending it: Add pressed while the box still says "Uploading 1 file..." sends no file (on
-    # a busy machine the page then said "Choose a file to upload first" and nothing was indexed)
-    expect()(page.locator("#corpus-upload")).not_to_contain_text("Uploading", timeout=TIMEOUT_MS)
-    page.locator("#corpus-add").click()
+            continue
+        # ... and has finished sending it: Add pressed while the box still says "Uploading 1 file..." sends no file
+        # (on a busy machine the page then said "Choose a file to upload first" and nothing was indexed)
+        expect()(page.locator("#corpus-upload")).not_to_contain_text("Uploading", timeout=TIMEOUT_MS)
+        before = message.inner_text()
+        page.locator("#corpus-add").click()
+        # The Add's answer names the file (its cards, or what is wrong with it). "Choose a file" means the box was
+        # emptied under the test by the previous Add's answer (that answer clears the box): choose the file again.
+        try:
+            expect()(message).not_to_have_text(before, timeout=30_000)
+        except AssertionError:  # the same answer as the last one (the same file added again): read it
+            pass
+        done = re.compile(f"{re.escape(path.name)}|Choose a file|Active corpus:")  # ("processing" meanwhile; the
+        expect()(message).to_have_text(done, timeout=TIMEOUT_MS)  # poll's word once an index is done at once)
+        answer = message.inner_text()
+        if "Choose a file" not in answer:
+            return
+    raise AssertionError(f"Add of {path.name} found the upload box empty three times: {answer[:300]!r}")
 
 
 def wait_ready(page, name: str) -> None:
@@ -238,8 +253,6 @@ def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shippe
 
 
 def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page):
-    import re
-
     pick(page, "tinybeir")  # indexed by an earlier test (ready at once), or here in seconds
     expect()(page.locator("#active-corpus")).to_contain_text("tinybeir", timeout=300_000)
     tab(page, "Evaluation")
