@@ -220,6 +220,8 @@ def test_cli_eval_table_and_errors(mini_folder):
     assert bad.returncode == 2 and "RRF_K=0 is out of range" in bad.stderr and "Traceback" not in bad.stderr
     bad = run_cli("eval", "--configs", "bm25,magic", tmp_path=mini_folder)
     assert bad.returncode == 2 and "unknown configurations ['magic']" in bad.stderr
+    bad = run_cli("eval", "--sweep", "rrf_k=2,a", tmp_path=mini_folder)  # refused before any turn runs
+    assert bad.returncode == 2 and "RRF_K='a' is not a whole number" in bad.stderr and "eval:" not in bad.stderr
 
 
 def write_beir(folder: Path, corpus: list, queries: list, qrels: str) -> Path:

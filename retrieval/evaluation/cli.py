@@ -83,6 +83,9 @@ def run_eval(args: argparse.Namespace) -> int:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     _check_configs(configs)
     sweeps = [parse_sweep(s) for s in args.sweep]
+    for name, values in sweeps:  # a bad value is refused now, not after the whole evaluation has run
+        for value in values if name != "depth" else ():
+            settings.replace(**{name: value})
     dataset = load_dataset(args, settings)
     retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
     if getattr(args, "corpus", None) and args.corpus != "shipped":  # refused as its turns are in the page
