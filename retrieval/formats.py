@@ -146,7 +146,7 @@ def load_any(path: str | Path, limits: Limits | None = None, display: str | None
     limits = limits or Limits.from_env()
     name = display or path.name
     if not path.exists():
-        raise LoadError([f"{name}: file not found. Check the path."])
+        raise LoadError([f"{display or path}: file not found. Check the path."])
     if path.is_dir() and not (path / "corpus.jsonl").is_file() and (path / "cards.jsonl").is_file():
         path = path / "cards.jsonl"  # the project's own layout (corpus/, corpus/eval/*): cards + queries beside them
     if path.is_file():

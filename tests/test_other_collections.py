@@ -47,6 +47,10 @@ def test_a_folder_in_the_projects_own_layout_is_its_cards_and_labeled_turns(tmp_
     empty.mkdir()
     with pytest.raises(ValueError, match="a folder without corpus.jsonl or cards.jsonl"):
         load_any(empty)
+    missing = tmp_path / "no such dir" / "cards.jsonl"  # the CLI names the path it was given, not "cards.jsonl"
+    with pytest.raises(ValueError) as err:
+        load_any(missing)
+    assert f"{missing}: file not found" in str(err.value)
 
 
 def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_path):
