@@ -287,6 +287,24 @@ def test_chroma_server_down_at_start_then_up(mini_settings, tmp_path):
         srv.stop()
 
 
+def wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    """Until every thread of ``pid`` is stopped (state T). A SIGSTOP is queued at once, but each thread stops only
+    when it is next scheduled; a clean-clone run on a loaded machine saw the first "frozen" turn answered in full,
+    and a thread not yet stopped is the likely cause: waiting for the stop makes the order certain."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            try:
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):  # a thread that just ended
+                continue
+        if states and all(state in "Tt" for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the Chroma server {pid} did not stop within {timeout} s")
+
+
 def test_frozen_chroma_server_does_not_starve_bm25(mini_settings, server):
     """A server that stops answering (SIGSTOP) holds its requests open. Each turn answers bm25_only within the
     dense budget; once every dense worker is stuck, turns skip the dense branch at once instead of queueing, and
@@ -296,6 +314,7 @@ def test_frozen_chroma_server_does_not_starve_bm25(mini_settings, server):
     assert retriever.retrieve(turn("before freeze"), s).hybrid_path == "full"
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
+        wait_stopped(server.proc.pid)
         results = [retriever.retrieve(turn(f"frozen {i}"), s) for i in range(7)]
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
