@@ -496,11 +496,8 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
     ``sep=;`` (Excel's own hint) names the separator. Quotes are read strictly, and a row with more cells than the
     header names is refused: an unclosed quote or an unquoted comma must not swallow rows or cut a text short."""
     out = _Collector()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        lineno, line, start = _line_of(data, exc.start)
-        raise LoadError([f"{name}:{lineno}: {not_utf8(line, start)}"]) from None
+    text = _whole_text(data, name, out)
+    out.check()  # (not UTF-8: the problem names the line)
     csv.field_size_limit(max(limits.max_card_chars * 4, 131072))
     first, _, rest = text.partition("\n")
     hint = re.fullmatch(r"\s*sep=(.)\s*", first)
