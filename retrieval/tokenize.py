@@ -86,10 +86,15 @@ def _patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern, re.Patt
             re.compile(f"[^\\W_][\\w{bmp}]*"))
 
 
+def _latin1(text: str) -> bool:
+    """True if every character of ``text`` is Latin-1: no combining mark, no CJK, nothing NFC changes."""
+    return text.isascii() or not _BEYOND_LATIN1.search(text)
+
+
 def changed_by_marks(text: str) -> bool:
     """True if ``text`` has a combining mark or is not in normal form C: its tokens are not what ``[^\\W_]+`` of
     the lowercased text gave before marks joined their letters (``MARK_ANALYSIS``)."""
-    if text.isascii() or not _BEYOND_LATIN1.search(text):
+    if _latin1(text):
         return False
     low = text.lower()
     return not unicodedata.is_normalized("NFC", low) or _patterns()[3].search(low) is not None
@@ -192,7 +197,7 @@ def main_script(text: str, other_letters: int = 0) -> str:
 
 def _plain_split(text: str) -> bool:
     """True if ``_WORD`` alone tokenizes ``text`` (lowercased): no CJK, no combining mark, already NFC."""
-    return (text.isascii() or not _BEYOND_LATIN1.search(text)
+    return (_latin1(text)
             or (not _patterns()[0].search(text) and unicodedata.is_normalized("NFC", text)))
 
 
@@ -235,7 +240,7 @@ def tokenize(text: str) -> list[str]:
     True
     """
     low = text.lower()
-    if low.isascii() or not _BEYOND_LATIN1.search(low):
+    if _latin1(low):
         return _WORD.findall(low)
     if not unicodedata.is_normalized("NFC", low):  # the same tokens as NFC per token (``spans``), in one call
         low = unicodedata.normalize("NFC", low)
