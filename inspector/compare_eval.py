@@ -78,7 +78,7 @@ def follow_corpus(corpus: str | None, current: str | None) -> Any:
     """Callback: the session's corpus changed. Rescan; preselect it if it has labeled turns, else keep the choice."""
     choices = corpus_choices()
     names = {v for _, v in choices}
-    wanted = corpus if isinstance(corpus, str) and corpus else SHIPPED
+    wanted = handlers.page_text(corpus) or SHIPPED
     return gr.update(choices=choices, value=wanted if wanted in names else current if current in names else SHIPPED)
 
 

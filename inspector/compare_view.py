@@ -165,17 +165,13 @@ def _typed(values: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def _text(value: Any) -> str | None:
-    """A page value that should be text: itself, or None when it is empty or not text (a client may send anything)."""
-    return value if isinstance(value, str) and value else None
-
-
 def share_link(base: str, query: str, compare_on: bool, doc: str | None, a: Mapping[str, Any],
                b: Mapping[str, Any], corpus: str | None = None, preset: str | None = None) -> str:
     """The link that reopens this case: ``base`` (the page's address) + the encoded state (the session's corpus
     included unless it is the shipped cards; B's preset named when B started from one)."""
-    page = state.PageState(query=_text(query) or "", a=dict(a), b=dict(b), compare=bool(compare_on),
-                           doc=_text(doc), corpus=_text(corpus), preset=_text(preset))
+    text = handlers.page_text
+    page = state.PageState(query=text(query) or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=text(doc),
+                           corpus=text(corpus), preset=text(preset))
     return (base or "") + state.encode(page, handlers.default_controls())
 
 
@@ -289,7 +285,7 @@ def tick(query: str, marks: list[str] | None, ticked: dict | None) -> dict:
     """The user ticked or unticked relevant cards for this turn (kept for the session)."""
     ticked = dict(ticked or {})
     marks = marks if isinstance(marks, (list, tuple)) else []  # a page value: anything may come
-    ticked[turn_key(_text(query) or "")] = [m for m in marks if isinstance(m, str)]
+    ticked[turn_key(handlers.page_text(query) or "")] = [m for m in marks if isinstance(m, str)]
     return ticked
 
 

@@ -376,7 +376,7 @@ def follow_corpus(corpus: str | None, current: str | None, runs_dir: Path | None
     else keep the current choice (the shipped set if that is gone)."""
     choices = list_sources(runs_dir, corpus_sources())
     values = {v for _, v in choices}
-    wanted = LIVE_PREFIX + (corpus if isinstance(corpus, str) and corpus else SHIPPED)
+    wanted = LIVE_PREFIX + (handlers.page_text(corpus) or SHIPPED)
     value = wanted if wanted in values else current if current in values else LIVE
     return gr.update(choices=choices, value=value)
 

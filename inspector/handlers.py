@@ -59,6 +59,11 @@ _EXPORT_SEQ = itertools.count(1)
 _SESSION_DIRS: dict[str | None, tuple[Path, float]] = {}  # session hash -> (its export folder, last export time)
 
 
+def page_text(value: Any) -> str | None:
+    """A page value that should be text: itself, or None when it is empty or not text (a client may send anything)."""
+    return value if isinstance(value, str) and value else None
+
+
 def base_settings() -> Settings:
     """The process-wide base Settings (from the environment on first use); the UI only overrides controls."""
     global _BASE
