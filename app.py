@@ -27,8 +27,10 @@ def server_address() -> tuple[str, int]:
     host = os.environ.get("GRADIO_SERVER_NAME", DEFAULT_HOST) or DEFAULT_HOST
     raw = os.environ.get("GRADIO_SERVER_PORT", str(DEFAULT_PORT)).strip()
     if not raw.isdigit() or not 1 <= int(raw) <= 65535:
-        _fail(f"GRADIO_SERVER_PORT={raw!r} is not a port: use a number from 1 to 65535, e.g. "
-              f"GRADIO_SERVER_PORT={DEFAULT_PORT + 1} make run")
+        _fail(
+            f"GRADIO_SERVER_PORT={raw!r} is not a port: use a number from 1 to 65535, e.g. "
+            f"GRADIO_SERVER_PORT={DEFAULT_PORT + 1} make run"
+        )
     return host, int(raw)
 
 
@@ -38,8 +40,10 @@ def check_port(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        _fail(f"GRADIO_SERVER_NAME={host!r} is not an address of this machine ({exc.strerror}); "
-              f"use {DEFAULT_HOST} (the default).")
+        _fail(
+            f"GRADIO_SERVER_NAME={host!r} is not an address of this machine ({exc.strerror}); "
+            f"use {DEFAULT_HOST} (the default)."
+        )
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is not busy
@@ -47,10 +51,14 @@ def check_port(host: str, port: int) -> None:
             probe.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                _fail(f"port {port} on {host} is already in use (another program, or an inspector already "
-                      f"running). Pick another port: GRADIO_SERVER_PORT={another} make run")
-            _fail(f"cannot listen on {host} port {port} ({exc.strerror or exc}). Pick another port "
-                  f"(GRADIO_SERVER_PORT={another} make run) or address (GRADIO_SERVER_NAME={DEFAULT_HOST}).")
+                _fail(
+                    f"port {port} on {host} is already in use (another program, or an inspector already "
+                    f"running). Pick another port: GRADIO_SERVER_PORT={another} make run"
+                )
+            _fail(
+                f"cannot listen on {host} port {port} ({exc.strerror or exc}). Pick another port "
+                f"(GRADIO_SERVER_PORT={another} make run) or address (GRADIO_SERVER_NAME={DEFAULT_HOST})."
+            )
 
 
 def main() -> None:
@@ -69,8 +77,10 @@ def main() -> None:
     try:
         app.launch(server_name=host, server_port=port, share=False, **launch_options())
     except OSError as exc:  # taken by someone else during the warm-up
-        _fail(f"port {port} on {host} could not be opened ({exc}). Pick another port: "
-              f"GRADIO_SERVER_PORT={port + 1 if port < 65535 else DEFAULT_PORT} make run")
+        _fail(
+            f"port {port} on {host} could not be opened ({exc}). Pick another port: "
+            f"GRADIO_SERVER_PORT={port + 1 if port < 65535 else DEFAULT_PORT} make run"
+        )
 
 
 if __name__ == "__main__":

@@ -17,27 +17,43 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from inspector.figures import failsafe, log_ticks, message_figure, plot_text
-
-from retrieval.evaluation.lab import (CLASS_EXAMPLE, CLASS_K, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
-                                      parse_ranking, parse_scored, score_fusions)
+from retrieval.evaluation.lab import (
+    CLASS_EXAMPLE,
+    CLASS_K,
+    CONSENSUS_EXAMPLE,
+    RAW_EXAMPLE,
+    classroom,
+    k_curve,
+    parse_ranking,
+    parse_scored,
+    score_fusions,
+)
 
 log = logging.getLogger(__name__)
 
 SLOTS = 3
 CURVE_KS = (1, 10, 60, 200)
 PRESETS: dict[str, list[tuple[str, list[str], float]]] = {
-    "Class example: BM25 [A,B,C,D], dense [C,A,E,B]": [("BM25", CLASS_EXAMPLE["BM25"], 1.0),
-                                                       ("Dense", CLASS_EXAMPLE["Dense"], 1.0)],
-    "Consensus: the winner is first in no list": [("BM25", CONSENSUS_EXAMPLE["BM25"], 1.0),
-                                                  ("Dense", CONSENSUS_EXAMPLE["Dense"], 1.0)],
-    "Three lists (a third engine that only knows order)": [("BM25", ["A", "B", "C", "D"], 1.0),
-                                                           ("Dense", ["C", "A", "E", "B"], 1.0),
-                                                           ("Vendor", ["E", "C", "F"], 1.0)],
+    "Class example: BM25 [A,B,C,D], dense [C,A,E,B]": [
+        ("BM25", CLASS_EXAMPLE["BM25"], 1.0),
+        ("Dense", CLASS_EXAMPLE["Dense"], 1.0),
+    ],
+    "Consensus: the winner is first in no list": [
+        ("BM25", CONSENSUS_EXAMPLE["BM25"], 1.0),
+        ("Dense", CONSENSUS_EXAMPLE["Dense"], 1.0),
+    ],
+    "Three lists (a third engine that only knows order)": [
+        ("BM25", ["A", "B", "C", "D"], 1.0),
+        ("Dense", ["C", "A", "E", "B"], 1.0),
+        ("Vendor", ["E", "C", "F"], 1.0),
+    ],
 }
 DEFAULT_PRESET = next(iter(PRESETS))
-CLASS_NOTE = ("*A note on the class example:* the class text says A wins without being first in any ranking, but "
-              "in the lists as printed A is first in BM25 (1/61 + 1/62). A wins by being near the top of both; C, "
-              "first in dense, ends second. The *Consensus* preset shows a winner that is first nowhere.")
+CLASS_NOTE = (
+    "*A note on the class example:* the class text says A wins without being first in any ranking, but "
+    "in the lists as printed A is first in BM25 (1/61 + 1/62). A wins by being near the top of both; C, "
+    "first in dense, ends second. The *Consensus* preset shows a winner that is first nowhere."
+)
 LIST_COLORS = ("#3b82f6", "#f59e0b", "#10b981", "#8b5cf6", "#ef4444", "#6b7280")
 CSS = """
 .rrf-class table {border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 4px 0 10px}
@@ -68,12 +84,16 @@ def term_table_html(table: Mapping[str, Any]) -> str:
                 w = table["weights"][n]
                 label = f"1/({k}+{rank})" if w == 1 else f"{w:g}/({k}+{rank})"
                 cells.append(f"<td>{rank}</td><td title='{esc(label)}'>{r['terms'][n]:.6f}</td>")
-        rows.append(f"<tr><td>{r['rank']}. <b>{esc(r['doc'])}</b></td>{''.join(cells)}"
-                    f"<td>{esc(r['formula'])}</td><td class='sum'>{r['score']:.6f}</td></tr>")
+        rows.append(
+            f"<tr><td>{r['rank']}. <b>{esc(r['doc'])}</b></td>{''.join(cells)}"
+            f"<td>{esc(r['formula'])}</td><td class='sum'>{r['score']:.6f}</td></tr>"
+        )
     weights = ", ".join(f"{esc(n)} w={table['weights'][n]:g}" for n in names)
-    return (f"<div class='rrf-class'><p>RRF(d) = &Sigma; w<sub>r</sub> / (k + rank<sub>r</sub>(d)), k = {k}; "
-            f"{weights}. Rows in fused order.</p><table><thead><tr><th>fused</th>{head}<th>sum of terms</th>"
-            f"<th>RRF score</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+    return (
+        f"<div class='rrf-class'><p>RRF(d) = &Sigma; w<sub>r</sub> / (k + rank<sub>r</sub>(d)), k = {k}; "
+        f"{weights}. Rows in fused order.</p><table><thead><tr><th>fused</th>{head}<th>sum of terms</th>"
+        f"<th>RRF score</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def lessons_html(table: Mapping[str, Any]) -> str:
@@ -96,14 +116,27 @@ def k_curve_figure(current_k: int, ks: Sequence[int] = CURVE_KS, max_rank: int =
     ranks = list(range(1, max_rank + 1))
     for k in all_ks:
         bold = k == int(current_k)
-        fig.add_trace(go.Scatter(x=ranks, y=curves[k], mode="lines+markers", name=f"k={k}" + (" (slider)" if bold else ""),
-                                 line=dict(width=4 if bold else 1.5), marker=dict(size=6 if bold else 4),
-                                 hovertemplate="rank %{x}: 1/(" + str(k) + "+%{x}) = %{y:.5f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=ranks,
+                y=curves[k],
+                mode="lines+markers",
+                name=f"k={k}" + (" (slider)" if bold else ""),
+                line=dict(width=4 if bold else 1.5),
+                marker=dict(size=6 if bold else 4),
+                hovertemplate="rank %{x}: 1/(" + str(k) + "+%{x}) = %{y:.5f}<extra></extra>",
+            )
+        )
     # plotly never wraps a title: two short lines fit the chart's half of the tab at 1024 px (one line was cut)
-    fig.update_layout(title="Credit of a rank: 1/(k + rank)<br><sup>small k: the top ranks dominate; large k: "
-                            "flatter</sup>",
-                      xaxis_title="rank in one list", yaxis_title="1/(k + rank)", yaxis_type="log",
-                      template="plotly_white", height=380, legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(
+        title="Credit of a rank: 1/(k + rank)<br><sup>small k: the top ranks dominate; large k: flatter</sup>",
+        xaxis_title="rank in one list",
+        yaxis_title="1/(k + rank)",
+        yaxis_type="log",
+        template="plotly_white",
+        height=380,
+        legend=dict(orientation="h", y=-0.25),
+    )
     drawn = [y for curve in curves.values() for y in curve]
     tickvals, ticktext = log_ticks(min(drawn), max(drawn))
     fig.update_yaxes(tickmode="array", tickvals=tickvals, ticktext=ticktext)
@@ -116,34 +149,56 @@ def contributions_figure(table: Mapping[str, Any]) -> go.Figure:
     docs = [plot_text(r["doc"]) for r in table["rows"]]  # user text: plotly would draw its markup
     fig = go.Figure()
     for i, n in enumerate(table["lists"]):
-        fig.add_trace(go.Bar(x=docs, y=[r["terms"][n] for r in table["rows"]], name=plot_text(n),
-                             marker_color=LIST_COLORS[i % len(LIST_COLORS)],
-                             hovertemplate="%{fullData.name}: %{y:.6f}<extra></extra>"))
-    fig.update_layout(barmode="stack", title=f"RRF score per document, split by list (k={table['k']})",
-                      xaxis_title="document (fused order)", yaxis_title="RRF score", template="plotly_white",
-                      height=360, xaxis_type="category")
+        fig.add_trace(
+            go.Bar(
+                x=docs,
+                y=[r["terms"][n] for r in table["rows"]],
+                name=plot_text(n),
+                marker_color=LIST_COLORS[i % len(LIST_COLORS)],
+                hovertemplate="%{fullData.name}: %{y:.6f}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        title=f"RRF score per document, split by list (k={table['k']})",
+        xaxis_title="document (fused order)",
+        yaxis_title="RRF score",
+        template="plotly_white",
+        height=360,
+        xaxis_type="category",
+    )
     return fig
 
 
 def fusions_html(result: Mapping[str, Any], scored: Mapping[str, Sequence[tuple[str, float]]], k: int) -> str:
     """Raw sum vs min-max vs RRF, side by side, with each method's scores."""
+
     def column(title: str, items: Sequence[tuple[str, float]], note: str) -> str:
         rows = "".join(f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{s:.5f}</td></tr>" for i, (d, s) in enumerate(items, 1))
-        return (f"<div style='flex:1;min-width:200px'><h4>{esc(title)}</h4><table><tbody>{rows}</tbody></table>"
-                f"<p>{esc(note)}</p></div>")
+        return (
+            f"<div style='flex:1;min-width:200px'><h4>{esc(title)}</h4><table><tbody>{rows}</tbody></table>"
+            f"<p>{esc(note)}</p></div>"
+        )
 
     scales = "; ".join(f"{esc(n)} scores span {lo:g} to {hi:g}" for n, (lo, hi) in result["scales"].items())
-    inputs = "".join(f"<li><b>{esc(n)}</b>: {esc(', '.join(f'{d}:{s:g}' for d, s in items))}</li>"
-                     for n, items in scored.items())
-    raw_note = ("The list with the larger scale decides: adding BM25 (unbounded) to a cosine (at most 1) is "
-                "adding pears and apples.")
-    mm_note = ("Each list scaled to [0, 1] over its own top-k, then averaged: the last item of a list gets 0, the "
-               "same as being absent, and the result depends on each list's spread.")
+    inputs = "".join(
+        f"<li><b>{esc(n)}</b>: {esc(', '.join(f'{d}:{s:g}' for d, s in items))}</li>" for n, items in scored.items()
+    )
+    raw_note = (
+        "The list with the larger scale decides: adding BM25 (unbounded) to a cosine (at most 1) is "
+        "adding pears and apples."
+    )
+    mm_note = (
+        "Each list scaled to [0, 1] over its own top-k, then averaged: the last item of a list gets 0, the "
+        "same as being absent, and the result depends on each list's spread."
+    )
     rrf_note = f"Only positions count (k={k}): immune to scale, outliers and calibration."
-    return (f"<div class='rrf-class'><ul>{inputs}</ul><p>{scales}.</p><div style='display:flex;gap:16px;"
-            f"flex-wrap:wrap'>{column('Raw sum (wrong)', result['raw_sum'], raw_note)}"
-            f"{column('Min-max normalised, equal weights', result['min_max'], mm_note)}"
-            f"{column('RRF (ranks only)', result['rrf'], rrf_note)}</div></div>")
+    return (
+        f"<div class='rrf-class'><ul>{inputs}</ul><p>{scales}.</p><div style='display:flex;gap:16px;"
+        f"flex-wrap:wrap'>{column('Raw sum (wrong)', result['raw_sum'], raw_note)}"
+        f"{column('Min-max normalised, equal weights', result['min_max'], mm_note)}"
+        f"{column('RRF (ranks only)', result['rrf'], rrf_note)}</div></div>"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ handlers
@@ -155,7 +210,7 @@ def update_classroom(*values: Any) -> tuple[str, str, go.Figure, go.Figure]:
         rankings: dict[str, list[str]] = {}
         weights: dict[str, float] = {}
         for i in range(SLOTS):
-            name, text, weight = slots[3 * i: 3 * i + 3]
+            name, text, weight = slots[3 * i : 3 * i + 3]
             if not isinstance(name or "", str) or not isinstance(text or "", str):
                 raise ValueError(f"list {i + 1}: its name and its ranking are text (ids separated by commas).")
             name = (name or "").strip() or f"List {i + 1}"
@@ -225,7 +280,8 @@ def build_classroom_tab() -> None:
     gr.Markdown(
         "### RRF classroom\n"
         "Edit the ranked lists (best first, ids separated by commas), move **k**, give a list more weight. "
-        "RRF(d) = &Sigma; w / (k + rank): a document missing from a list adds nothing for it.")
+        "RRF(d) = &Sigma; w / (k + rank): a document missing from a list adds nothing for it."
+    )
     preset = gr.Dropdown(list(PRESETS), value=DEFAULT_PRESET, label="Start from", elem_id="rrf-preset")
     gr.Markdown(CLASS_NOTE)
     inputs: list[Any] = []
@@ -233,10 +289,13 @@ def build_classroom_tab() -> None:
         for i in range(SLOTS):
             with gr.Column(min_width=220):
                 name = gr.Textbox(value=defaults[3 * i], label=f"List {i + 1} name", elem_id=f"rrf-name-{i}")
-                ranking = gr.Textbox(value=defaults[3 * i + 1], label="ranked ids, best first",
-                                     placeholder="e.g. A, B, C (leave empty to skip)", elem_id=f"rrf-list-{i}")
-                weight = gr.Slider(0, 3, value=defaults[3 * i + 2], step=0.1, label="weight",
-                                   elem_id=f"rrf-weight-{i}")
+                ranking = gr.Textbox(
+                    value=defaults[3 * i + 1],
+                    label="ranked ids, best first",
+                    placeholder="e.g. A, B, C (leave empty to skip)",
+                    elem_id=f"rrf-list-{i}",
+                )
+                weight = gr.Slider(0, 3, value=defaults[3 * i + 2], step=0.1, label="weight", elem_id=f"rrf-weight-{i}")
                 inputs += [name, ranking, weight]
     k = gr.Slider(1, 200, value=CLASS_K, step=1, label="k (RRF constant)", elem_id="class-rrf-k")
     table = gr.HTML(first_table, elem_id="rrf-terms")
@@ -249,18 +308,33 @@ def build_classroom_tab() -> None:
     # preprocess=False: both callbacks check every value themselves (a malformed slider value gets their message,
     # not Gradio's processing error)
     for component in [*inputs, k]:
-        component.change(update_classroom, [*inputs, k], outputs, trigger_mode="always_last",
-                         show_progress="hidden", api_visibility="private", preprocess=False)
+        component.change(
+            update_classroom,
+            [*inputs, k],
+            outputs,
+            trigger_mode="always_last",
+            show_progress="hidden",
+            api_visibility="private",
+            preprocess=False,
+        )
     preset.input(preset_values, preset, inputs, api_visibility="private")
 
     gr.Markdown(
         "### Why not add the scores?\n"
         "The same two rankings with their raw scores: BM25 is unbounded, the cosine lives in [-1, 1]. "
-        "Write `id:score`, best first.")
+        "Write `id:score`, best first."
+    )
     with gr.Row():
         bm25_scores = gr.Textbox(value=raw_bm25, label="BM25 raw scores", elem_id="raw-bm25")
         dense_scores = gr.Textbox(value=raw_dense, label="Dense cosine similarities", elem_id="raw-dense")
     fusions = gr.HTML(update_fusions(raw_bm25, raw_dense, CLASS_K), elem_id="raw-fusions")
     for component in (bm25_scores, dense_scores, k):
-        component.change(update_fusions, [bm25_scores, dense_scores, k], fusions, trigger_mode="always_last",
-                         show_progress="hidden", api_visibility="private", preprocess=False)
+        component.change(
+            update_fusions,
+            [bm25_scores, dense_scores, k],
+            fusions,
+            trigger_mode="always_last",
+            show_progress="hidden",
+            api_visibility="private",
+            preprocess=False,
+        )

@@ -59,8 +59,10 @@ def limit_value(limit: float | None) -> int:
 
 def sampled(turns: int, total: int, report: Mapping[str, Any]) -> str:
     """A capped run's turns in words: a seeded sample with every category, not the first N."""
-    return (f"a sample of {turns} of its {total} labeled turns, every category represented (seed "
-            f"{report.get('sample_seed', 0)}: the same turns every run; 'at most N turns' 0 scores all)")
+    return (
+        f"a sample of {turns} of its {total} labeled turns, every category represented (seed "
+        f"{report.get('sample_seed', 0)}: the same turns every run; 'at most N turns' 0 scores all)"
+    )
 
 
 def corpus_choices() -> list[tuple[str, str]]:
@@ -82,9 +84,16 @@ def follow_corpus(corpus: str | None, current: str | None) -> Any:
     return gr.update(choices=choices, value=wanted if wanted in names else current if current in names else SHIPPED)
 
 
-def run_ab(a_preset: str | None, a_overrides: str, b_preset: str | None, b_overrides: str,
-           corpus: str | None = None, limit: float | None = 0, progress: Any = None,
-           cancel: Any = None) -> dict[str, Any]:
+def run_ab(
+    a_preset: str | None,
+    a_overrides: str,
+    b_preset: str | None,
+    b_overrides: str,
+    corpus: str | None = None,
+    limit: float | None = 0,
+    progress: Any = None,
+    cancel: Any = None,
+) -> dict[str, Any]:
     """Both configurations over a corpus's labeled turns (at most ``limit``, every category), in this process (the
     retriever's cache is shared); B on an index of its own embedding model (indexed first if needed)."""
     from retrieval.evaluation.corpus_eval import compare_corpus
@@ -104,24 +113,37 @@ def _num(v: Any) -> str:
 def summary_html(report: Mapping[str, Any]) -> str:
     """The metric table of both configurations and the paired test, B vs A."""
     changed = ", ".join(f"{n} {v['a']} → {v['b']}" for n, v in report["changed"].items()) or "nothing"
-    rows = "".join(f"<tr><td>{side.upper()} {esc(c)}</td>" + "".join(f"<td>{_num(report[side][c].get(m))}</td>"
-                                                                       for m in METRICS) + "</tr>"
-                   for c in CONFIGS for side in ("a", "b"))
+    rows = "".join(
+        f"<tr><td>{side.upper()} {esc(c)}</td>"
+        + "".join(f"<td>{_num(report[side][c].get(m))}</td>" for m in METRICS)
+        + "</tr>"
+        for c in CONFIGS
+        for side in ("a", "b")
+    )
     sig = report.get("significance")
-    test = ("<p>Not enough answerable turns for a paired test.</p>" if not sig else
-            f"<p id='ab-significance'><b>B vs A</b> on {esc(sig['metric'])} of the full lists: difference "
-            f"{sig['diff']:+.4f} (95% CI {sig['ci_low']:+.4f} to {sig['ci_high']:+.4f}), p = {sig['p_value']:.4f} "
-            f"(paired randomization test, seed {esc(sig['seed'])}, {esc(sig['resamples'])} resamples); B fixed "
-            f"{esc(sig['fixed'])} turns, broke {esc(sig['broke'])}, tied {esc(sig['ties'])}.</p>")
+    test = (
+        "<p>Not enough answerable turns for a paired test.</p>"
+        if not sig
+        else f"<p id='ab-significance'><b>B vs A</b> on {esc(sig['metric'])} of the full lists: difference "
+        f"{sig['diff']:+.4f} (95% CI {sig['ci_low']:+.4f} to {sig['ci_high']:+.4f}), p = {sig['p_value']:.4f} "
+        f"(paired randomization test, seed {esc(sig['seed'])}, {esc(sig['resamples'])} resamples); B fixed "
+        f"{esc(sig['fixed'])} turns, broke {esc(sig['broke'])}, tied {esc(sig['ties'])}.</p>"
+    )
     turns, total = len(report["turns"]), report.get("total_turns", len(report["turns"]))
     scored = f"{turns} labeled turns" if turns >= total else esc(sampled(turns, total, report))
     index = report.get("b_index")
-    model = (f" B scored on its own index of {esc(index['embedding_model'])}"
-             f"{' (indexed for this comparison)' if index.get('built') else ''}." if index else "")
-    return (f"<div class='eval-tab'><p id='ab-scope'>Corpus {esc(report['dataset'])}: {scored}, "
-            f"{esc(report.get('wall_seconds', '?'))} s. B changes: {esc(changed)}.{model}</p>"
-            f"<table><tr><th>configuration</th>{''.join(f'<th>{m}</th>' for m in METRICS)}</tr>{rows}</table>"
-            f"{test}</div>")
+    model = (
+        f" B scored on its own index of {esc(index['embedding_model'])}"
+        f"{' (indexed for this comparison)' if index.get('built') else ''}."
+        if index
+        else ""
+    )
+    return (
+        f"<div class='eval-tab'><p id='ab-scope'>Corpus {esc(report['dataset'])}: {scored}, "
+        f"{esc(report.get('wall_seconds', '?'))} s. B changes: {esc(changed)}.{model}</p>"
+        f"<table><tr><th>configuration</th>{''.join(f'<th>{m}</th>' for m in METRICS)}</tr>{rows}</table>"
+        f"{test}</div>"
+    )
 
 
 def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> str:
@@ -136,25 +158,38 @@ def turns_html(report: Mapping[str, Any], sort: str = "most broken first") -> st
         page = state.PageState(query=t["text"], a=a, b=b, compare=True, corpus=report.get("corpus"))
         href = "./" + state.encode(page, defaults)
         kind = "fixed" if t["delta"] > 0 else "broke"
-        out.append(f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{esc(t['delta'])}'>"
-                   f"<td>{esc(t['id'])}</td><td class='text'><a href='{esc(href)}' target='_self' "
-                   f"class='ab-open'>{esc(t['text'])}</a></td><td>{_num(t[f'a_{METRIC}'])}</td>"
-                   f"<td>{_num(t[f'b_{METRIC}'])}</td><td class='{kind}'>{t['delta']:+.4f}</td></tr>")
-    return ("<div class='eval-tab'><p>Turns B fixed (nDCG@10 up) and broke (down); click a turn to open it in the "
-            "inspector in compare mode with the same A and B.</p><table><tr><th>id</th><th>turn</th>"
-            f"<th>A {METRIC}</th><th>B {METRIC}</th><th>B − A</th></tr>{''.join(out)}</table></div>")
+        out.append(
+            f"<tr class='ab-turn {kind}' data-id='{esc(t['id'])}' data-delta='{esc(t['delta'])}'>"
+            f"<td>{esc(t['id'])}</td><td class='text'><a href='{esc(href)}' target='_self' "
+            f"class='ab-open'>{esc(t['text'])}</a></td><td>{_num(t[f'a_{METRIC}'])}</td>"
+            f"<td>{_num(t[f'b_{METRIC}'])}</td><td class='{kind}'>{t['delta']:+.4f}</td></tr>"
+        )
+    return (
+        "<div class='eval-tab'><p>Turns B fixed (nDCG@10 up) and broke (down); click a turn to open it in the "
+        "inspector in compare mode with the same A and B.</p><table><tr><th>id</th><th>turn</th>"
+        f"<th>A {METRIC}</th><th>B {METRIC}</th><th>B − A</th></tr>{''.join(out)}</table></div>"
+    )
 
 
-def show_ab(a_preset, a_overrides, b_preset, b_overrides, sort, corpus: str | None = None, limit: float | None = 0,
-            progress: Any = gr.Progress()):
+def show_ab(
+    a_preset,
+    a_overrides,
+    b_preset,
+    b_overrides,
+    sort,
+    corpus: str | None = None,
+    limit: float | None = 0,
+    progress: Any = gr.Progress(),
+):
     """Callback: run A vs B, then the summary, the turn list and the report (kept for re-sorting, and in the browser
     so that the page shows it again after opening a turn and going Back). A heavy job (``inspector.jobs``)."""
     from retrieval.dense import IndexingCancelled
 
     try:
         with jobs.running() as flag:
-            report = run_ab(a_preset, a_overrides, b_preset, b_overrides, corpus, limit, jobs.ticker(flag, progress),
-                            flag)
+            report = run_ab(
+                a_preset, a_overrides, b_preset, b_overrides, corpus, limit, jobs.ticker(flag, progress), flag
+            )
     except (jobs.JobCancelled, IndexingCancelled):
         return jobs.CANCELLED, "", None
     except (ValueError, OSError) as exc:
@@ -162,7 +197,11 @@ def show_ab(a_preset, a_overrides, b_preset, b_overrides, sort, corpus: str | No
         return msg, "", None
     except Exception as exc:  # the page must survive anything; the log keeps the traceback
         log.exception("A vs B failed")
-        return f"<div class='eval-tab'><p class='broke'>A vs B failed ({esc(type(exc).__name__)}: {esc(exc)}).</p></div>", "", None
+        return (
+            f"<div class='eval-tab'><p class='broke'>A vs B failed ({esc(type(exc).__name__)}: {esc(exc)}).</p></div>",
+            "",
+            None,
+        )
     return summary_html(report), turns_html(report, sort), report
 
 
@@ -192,13 +231,16 @@ def build_compare_section(corpus: gr.Textbox | None = None, kept: gr.BrowserStat
     """The A vs B block of the Evaluation tab, in the current Gradio context. ``corpus`` is the session's active
     corpus box (the Data tab sets it): its corpus is preselected when it has labeled turns. ``kept`` is the
     browser's copy of its last A vs B (``browser_copy``, built outside the tabs)."""
-    gr.Markdown("### A vs B over every labeled turn\nA and B each start from a preset (the tuned defaults when "
-                "empty); `KEY=VALUE,...` overrides any control, e.g. `rrf_k=60,dense_weight=1`. B's one-change "
-                "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare` "
-                "(with `--corpus NAME` for a corpus of the Data tab).")
+    gr.Markdown(
+        "### A vs B over every labeled turn\nA and B each start from a preset (the tuned defaults when "
+        "empty); `KEY=VALUE,...` overrides any control, e.g. `rrf_k=60,dense_weight=1`. B's one-change "
+        "presets (no reranker, hybrid off, k=60) apply to A. Same as `python -m retrieval eval --compare` "
+        "(with `--corpus NAME` for a corpus of the Data tab)."
+    )
     with gr.Row():
-        which = gr.Dropdown(corpus_choices(), value=SHIPPED, label="Corpus (its labeled turns)", elem_id="ab-corpus",
-                            scale=3)
+        which = gr.Dropdown(
+            corpus_choices(), value=SHIPPED, label="Corpus (its labeled turns)", elem_id="ab-corpus", scale=3
+        )
         limit = gr.Number(0, precision=0, minimum=0, label="At most N turns (0 = all)", elem_id="ab-limit", scale=1)
     presets = list(PRESETS)
     with gr.Row():
@@ -209,15 +251,22 @@ def build_compare_section(corpus: gr.Textbox | None = None, kept: gr.BrowserStat
     with gr.Row():
         run = gr.Button("Compare A and B", variant="primary", elem_id="ab-run")
         stop = gr.Button("Cancel", elem_id="ab-cancel", scale=0, min_width=120)
-        sort = gr.Radio(list(SORTS), value="most broken first", label="Sort turns by the change in nDCG@10",
-                        elem_id="ab-sort")
+        sort = gr.Radio(
+            list(SORTS), value="most broken first", label="Sort turns by the change in nDCG@10", elem_id="ab-sort"
+        )
     summary = gr.HTML(elem_id="ab-summary")
     turns = gr.HTML(elem_id="ab-turns")
     report = gr.State(None)
     kept = kept if kept is not None else browser_copy()  # this browser's last A vs B (see restore)
     # preprocess=False: show_ab checks every value itself (a malformed number gets its message, not Gradio's error)
-    compared = run.click(show_ab, [a_preset, a_over, b_preset, b_over, sort, which, limit], [summary, turns, report],
-                         api_visibility="private", preprocess=False, **jobs.HEAVY)
+    compared = run.click(
+        show_ab,
+        [a_preset, a_over, b_preset, b_over, sort, which, limit],
+        [summary, turns, report],
+        api_visibility="private",
+        preprocess=False,
+        **jobs.HEAVY,
+    )
     compared.success(lambda r: r if r else gr.skip(), report, kept, api_visibility="private")
     stop.click(jobs.cancel, None, summary, cancels=[compared], concurrency_limit=None, api_visibility="private")
     root = gr.context.Context.root_block

@@ -19,11 +19,11 @@ import gradio as gr
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
 from retrieval.corpora import SHIPPED, Registry, is_indexed, is_ready, labels_by_turn, open_within, turn_key
-from retrieval.judgments import judged_turn
 from retrieval.corpus import CorpusError
 from retrieval.encoders import canonical_embedder
-from retrieval.formats import LoadError
 from retrieval.evaluation.compare import stage_metrics
+from retrieval.formats import LoadError
+from retrieval.judgments import judged_turn
 from retrieval.query import QueryError, clean_query
 from retrieval.settings import CONTROLS
 from retrieval.types import RetrievalResult
@@ -88,8 +88,10 @@ def _metrics_html(m: Mapping[str, Any] | None) -> str:
     if m is None:
         return ""
     first = f"#{m['first_relevant']}" if m["first_relevant"] else "none listed"
-    return (f'<span class="cmp-metrics"> · nDCG@10 {m["ndcg@10"]:.3f} · Recall@10 {m["recall@10"]:.3f} · '
-            f'first relevant {first}</span>')
+    return (
+        f'<span class="cmp-metrics"> · nDCG@10 {m["ndcg@10"]:.3f} · Recall@10 {m["recall@10"]:.3f} · '
+        f"first relevant {first}</span>"
+    )
 
 
 def _scores(result: RetrievalResult, stage: str) -> dict[str, float]:
@@ -100,8 +102,15 @@ def _scores(result: RetrievalResult, stage: str) -> dict[str, float]:
     return {h.chunk_id: h.score for h in hits}
 
 
-def _row(doc: str, rank: int, diff: ListDiff, side: str, titles: Mapping[str, str], relevant: set[str],
-         score: float | None = None) -> str:
+def _row(
+    doc: str,
+    rank: int,
+    diff: ListDiff,
+    side: str,
+    titles: Mapping[str, str],
+    relevant: set[str],
+    score: float | None = None,
+) -> str:
     mark = diff.marks[doc]
     if side == "b":
         kind, label = mark.kind, mark.label
@@ -109,44 +118,71 @@ def _row(doc: str, rank: int, diff: ListDiff, side: str, titles: Mapping[str, st
         kind, label = ("left", "left") if mark.b_rank is None else (mark.kind, f"B #{mark.b_rank}")
     parent = doc.split("#")[0]
     rel = '<span class="rel" title="relevant">✓</span>' if parent in relevant else "<span></span>"
-    return (f'<div class="cmp-row mark-{kind}" data-id="{render.esc(doc)}" data-kind="{kind}" '
-            f'data-a-rank="{mark.a_rank or ""}" data-b-rank="{mark.b_rank or ""}">'
-            f'<span class="rank">{rank}</span><span class="mark">{render.esc(label)}</span>{rel}'
-            f'<span><span class="title">{render.esc(titles.get(parent, parent))}</span> '
-            f'<span class="id">{render.esc(doc)}</span>'
-            + (f' <span class="score">{score:.5g}</span>' if score is not None else "") + '</span></div>')
+    return (
+        f'<div class="cmp-row mark-{kind}" data-id="{render.esc(doc)}" data-kind="{kind}" '
+        f'data-a-rank="{mark.a_rank or ""}" data-b-rank="{mark.b_rank or ""}">'
+        f'<span class="rank">{rank}</span><span class="mark">{render.esc(label)}</span>{rel}'
+        f'<span><span class="title">{render.esc(titles.get(parent, parent))}</span> '
+        f'<span class="id">{render.esc(doc)}</span>'
+        + (f' <span class="score">{score:.5g}</span>' if score is not None else "")
+        + "</span></div>"
+    )
 
 
-def _column(stage: str, side: str, diff: ListDiff, titles: Mapping[str, str], relevant: set[str],
-            metrics: Mapping[str, Any] | None, scores: Mapping[str, float]) -> str:
+def _column(
+    stage: str,
+    side: str,
+    diff: ListDiff,
+    titles: Mapping[str, str],
+    relevant: set[str],
+    metrics: Mapping[str, Any] | None,
+    scores: Mapping[str, float],
+) -> str:
     ids = diff.a if side == "a" else diff.b
-    rows = "".join(_row(doc, i, diff, side, titles, relevant, scores.get(doc))
-                   for i, doc in enumerate(ids[:ROWS], start=1))
+    rows = "".join(
+        _row(doc, i, diff, side, titles, relevant, scores.get(doc)) for i, doc in enumerate(ids[:ROWS], start=1)
+    )
     more = f'<div class="cmp-empty">… {len(ids) - ROWS} more</div>' if len(ids) > ROWS else ""
-    return (f'<div class="cmp-col" id="cmp-{stage}-{side}"><div class="cmp-head">{side.upper()} · '
-            f'{STAGE_TITLES[stage]} ({len(ids)}){_metrics_html(metrics)}</div>'
-            f'{rows or "<div class=cmp-empty>empty list</div>"}{more}</div>')
+    return (
+        f'<div class="cmp-col" id="cmp-{stage}-{side}"><div class="cmp-head">{side.upper()} · '
+        f"{STAGE_TITLES[stage]} ({len(ids)}){_metrics_html(metrics)}</div>"
+        f"{rows or '<div class=cmp-empty>empty list</div>'}{more}</div>"
+    )
 
 
-def render_compare(a: RetrievalResult, b: RetrievalResult, titles: Mapping[str, str],
-                   qrels: Mapping[str, int], source: str = "the corpus's labels") -> str:
+def render_compare(
+    a: RetrievalResult,
+    b: RetrievalResult,
+    titles: Mapping[str, str],
+    qrels: Mapping[str, int],
+    source: str = "the corpus's labels",
+) -> str:
     """Both levels, the summary, and per stage A and B side by side with a diff mark on every row."""
     diffs = diff_results(a, b)
     relevant = {d for d, g in qrels.items() if g > 0}
     ma, mb = stage_metrics(a, qrels), stage_metrics(b, qrels)
-    levels = "".join(f'<span class="cmp-level level-{render.esc(r.hybrid_path)}" id="cmp-level-{side}">{side.upper()}'
-                     f' <span class="badge">{render.esc(r.hybrid_path)}</span></span>'
-                     for side, r in (("a", a), ("b", b)))
-    note = (f"relevant cards marked ✓ ({source}); metrics over each list deduped to cards" if relevant else
-            "no relevance marks for this turn (not a labeled turn, nothing ticked): no metric shown")
-    stages = "".join(f'<div class="cmp-stage" data-stage="{stage}"><div class="cmp-pair">'
-                     f'{_column(stage, "a", diffs[stage], titles, relevant, ma[stage], _scores(a, stage))}'
-                     f'{_column(stage, "b", diffs[stage], titles, relevant, mb[stage], _scores(b, stage))}'
-                     '</div></div>'
-                     for stage in STAGES)
-    return (f"<div class='cmp-levels'>{levels}</div>"
-            f'<div class="cmp-summary" id="cmp-summary">{render.esc(summarize(a, b, titles))}</div>'
-            f'<div class="cmp-note">{render.esc(note)}</div>{stages}')
+    levels = "".join(
+        f'<span class="cmp-level level-{render.esc(r.hybrid_path)}" id="cmp-level-{side}">{side.upper()}'
+        f' <span class="badge">{render.esc(r.hybrid_path)}</span></span>'
+        for side, r in (("a", a), ("b", b))
+    )
+    note = (
+        f"relevant cards marked ✓ ({source}); metrics over each list deduped to cards"
+        if relevant
+        else "no relevance marks for this turn (not a labeled turn, nothing ticked): no metric shown"
+    )
+    stages = "".join(
+        f'<div class="cmp-stage" data-stage="{stage}"><div class="cmp-pair">'
+        f"{_column(stage, 'a', diffs[stage], titles, relevant, ma[stage], _scores(a, stage))}"
+        f"{_column(stage, 'b', diffs[stage], titles, relevant, mb[stage], _scores(b, stage))}"
+        "</div></div>"
+        for stage in STAGES
+    )
+    return (
+        f"<div class='cmp-levels'>{levels}</div>"
+        f'<div class="cmp-summary" id="cmp-summary">{render.esc(summarize(a, b, titles))}</div>'
+        f'<div class="cmp-note">{render.esc(note)}</div>{stages}'
+    )
 
 
 def compare_message(text: str) -> str:
@@ -165,32 +201,50 @@ def _typed(values: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def share_link(base: str, query: str, compare_on: bool, doc: str | None, a: Mapping[str, Any],
-               b: Mapping[str, Any], corpus: str | None = None, preset: str | None = None) -> str:
+def share_link(
+    base: str,
+    query: str,
+    compare_on: bool,
+    doc: str | None,
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    corpus: str | None = None,
+    preset: str | None = None,
+) -> str:
     """The link that reopens this case: ``base`` (the page's address) + the encoded state (the session's corpus
     included unless it is the shipped cards; B's preset named when B started from one)."""
     text = handlers.page_text
-    page = state.PageState(query=text(query) or "", a=dict(a), b=dict(b), compare=bool(compare_on), doc=text(doc),
-                           corpus=text(corpus), preset=text(preset))
+    page = state.PageState(
+        query=text(query) or "",
+        a=dict(a),
+        b=dict(b),
+        compare=bool(compare_on),
+        doc=text(doc),
+        corpus=text(corpus),
+        preset=text(preset),
+    )
     return (base or "") + state.encode(page, handlers.default_controls())
 
 
-def _side(query: str, controls: dict[str, Any], kept: Mapping[str, Any] | None,
-          corpus: str | None = None) -> dict[str, Any]:
+def _side(
+    query: str, controls: dict[str, Any], kept: Mapping[str, Any] | None, corpus: str | None = None
+) -> dict[str, Any]:
     """One side's result on the session's corpus: the kept one if its turn, controls and corpus are unchanged, else
     a fresh (cached) run."""
     key = repr((query, sorted(controls.items()), corpus or ""))
     if kept and kept.get("key") == key:
         return dict(kept)
     turn = handlers.execute(query, controls, corpus or None)
-    ids = {h.parent_id for h in (*turn.result.bm25.hits, *turn.result.dense.hits, *turn.result.fused,
-                                 *turn.result.final)}
+    ids = {
+        h.parent_id for h in (*turn.result.bm25.hits, *turn.result.dense.hits, *turn.result.fused, *turn.result.final)
+    }
     titles = {c.parent_id: c.title for c in turn.retriever.by_id.values() if c.parent_id in ids}
     return {"key": key, "result": turn.result, "titles": titles, "corpus": corpus or None}
 
 
-def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None, doc: str | None, base: str,
-            *values: Any) -> tuple[Any, Any, dict, str, Any]:
+def refresh(
+    query: str, compare_on: bool, ticked: dict | None, kept: dict | None, doc: str | None, base: str, *values: Any
+) -> tuple[Any, Any, dict, str, Any]:
     """Re-render compare mode (each side re-run only if its own inputs changed), the share link, and the export
     stamped with that link.
 
@@ -200,7 +254,7 @@ def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None
     link). Never raises: problems become the view's message.
     """
     n = len(CONTROLS)
-    a, b = _typed(values[:n]), _typed(values[n:2 * n])
+    a, b = _typed(values[:n]), _typed(values[n : 2 * n])
     corpus = values[2 * n] if len(values) > 2 * n else None
     last_turn = values[2 * n + 1] if len(values) > 2 * n + 1 else None
     preset = values[2 * n + 2] if len(values) > 2 * n + 2 else None
@@ -219,13 +273,23 @@ def refresh(query: str, compare_on: bool, ticked: dict | None, kept: dict | None
             kept[side] = _side(query, controls, kept.get(side), corpus)
         except (QueryError, ValueError, TypeError) as exc:
             kept.pop(side, None)
-            return (compare_message(f"Configuration {side.upper()}: {exc}{_other_model_hint(controls, corpus)}"),
-                    gr.skip(), kept, link, export)
+            return (
+                compare_message(f"Configuration {side.upper()}: {exc}{_other_model_hint(controls, corpus)}"),
+                gr.skip(),
+                kept,
+                link,
+                export,
+            )
         except Exception as exc:  # the page must survive anything; the log keeps the traceback
             log.exception("compare failed")
             kept.pop(side, None)
-            return (compare_message(f"Configuration {side.upper()} failed ({type(exc).__name__}: {exc})."),
-                    gr.skip(), kept, link, export)
+            return (
+                compare_message(f"Configuration {side.upper()} failed ({type(exc).__name__}: {exc})."),
+                gr.skip(),
+                kept,
+                link,
+                export,
+            )
     return (*_view(text, kept, ticked), kept, link, export)
 
 
@@ -234,8 +298,12 @@ def _other_model_hint(controls: Mapping[str, Any], corpus: str | None) -> str:
     no index of it: the Data tab indexes only for the app's model, so its own advice cannot help ("" otherwise)."""
     base = handlers.base_settings()
     model = controls.get("embedding_model")
-    if not corpus or corpus == SHIPPED or not model or canonical_embedder(model) == canonical_embedder(
-            base.embedding_model):
+    if (
+        not corpus
+        or corpus == SHIPPED
+        or not model
+        or canonical_embedder(model) == canonical_embedder(base.embedding_model)
+    ):
         return ""
     try:
         data, settings = _corpus_data(corpus), handlers.build_settings(dict(controls))
@@ -243,9 +311,11 @@ def _other_model_hint(controls: Mapping[str, Any], corpus: str | None) -> str:
             return ""
     except Exception:  # the refusal itself already says what is wrong
         return ""
-    return (f" The Data tab indexes a corpus for this app's model ({base.embedding_model}) only: A vs B in the "
-            f"Evaluation tab builds an index of {model} for B, with its progress; or give this side "
-            f"{base.embedding_model}.")
+    return (
+        f" The Data tab indexes a corpus for this app's model ({base.embedding_model}) only: A vs B in the "
+        f"Evaluation tab builds an index of {model} for B, with its progress; or give this side "
+        f"{base.embedding_model}."
+    )
 
 
 def _export(kept: dict, last_turn: Mapping[str, Any] | None, link: str) -> Any:
@@ -277,8 +347,7 @@ def _view(query: str, kept: Mapping[str, Any], ticked: Mapping[str, Sequence[str
                 shown.append(h.parent_id)
     relevant = [d for d, g in qrels.items() if g > 0]
     choices = [(f"{titles.get(d, d)} ({d})", d) for d in [*relevant, *(s for s in shown if s not in relevant)]]
-    return (render_compare(ra, rb, titles, qrels, source),
-            gr.CheckboxGroup(choices=choices, value=relevant))
+    return (render_compare(ra, rb, titles, qrels, source), gr.CheckboxGroup(choices=choices, value=relevant))
 
 
 def tick(query: str, marks: list[str] | None, ticked: dict | None) -> dict:
@@ -318,8 +387,18 @@ def restore(request: gr.Request) -> list[Any]:
     corpus, problem = link_corpus(page.corpus)
     problems += [problem] if problem else []
     message = render.render_message("This link had problems: " + " ".join(problems)) if problems else ""
-    return [page.query, *(page.a[n] for n in CONTROLS), page.compare, *(page.b[n] for n in CONTROLS),
-            gr.Column(visible=page.compare), message, page.doc, base, corpus, page.preset]
+    return [
+        page.query,
+        *(page.a[n] for n in CONTROLS),
+        page.compare,
+        *(page.b[n] for n in CONTROLS),
+        gr.Column(visible=page.compare),
+        message,
+        page.doc,
+        base,
+        corpus,
+        page.preset,
+    ]
 
 
 def link_corpus(name: str | None) -> tuple[Any, str | None]:
@@ -343,11 +422,14 @@ def link_corpus(name: str | None) -> tuple[Any, str | None]:
     if snap is None:
         return ("" if data.key is None else data.entry.name), None
     if snap["status"] == "running":
-        return gr.skip(), (f"corpus={shown} is still being indexed here ({snap['done']:,}/{snap['total']:,} "
-                           "sub-chunks): the Data tab shows its progress; open this link again when it is ready. The "
-                           "shipped cards are shown meanwhile.")
-    return gr.skip(), (f"corpus={shown} could not be opened ({snap['status']}: {snap['error']}). The shipped cards "
-                       "are shown instead.")
+        return gr.skip(), (
+            f"corpus={shown} is still being indexed here ({snap['done']:,}/{snap['total']:,} "
+            "sub-chunks): the Data tab shows its progress; open this link again when it is ready. The "
+            "shipped cards are shown meanwhile."
+        )
+    return gr.skip(), (
+        f"corpus={shown} could not be opened ({snap['status']}: {snap['error']}). The shipped cards are shown instead."
+    )
 
 
 def _base(headers: Mapping[str, str]) -> str:
@@ -376,24 +458,34 @@ def build_panel(control_widget, link_message: Any = None) -> dict[str, Any]:
     p: dict[str, Any] = {}
     gr.HTML(f"<style>{CSS}</style>", elem_id="compare-style")
     with gr.Row(equal_height=True, elem_id="compare-share"):
-        p["compare_on"] = gr.Checkbox(False, label="Compare mode: A (the page's controls) vs B", elem_id="compare-on",
-                                      scale=1)
-        p["link"] = gr.Textbox("", label="Link to this case (turn, controls, compare, explained document)",
-                               elem_id="share-link", interactive=False, scale=4)
+        p["compare_on"] = gr.Checkbox(
+            False, label="Compare mode: A (the page's controls) vs B", elem_id="compare-on", scale=1
+        )
+        p["link"] = gr.Textbox(
+            "",
+            label="Link to this case (turn, controls, compare, explained document)",
+            elem_id="share-link",
+            interactive=False,
+            scale=4,
+        )
         p["copy"] = gr.Button("Copy link", elem_id="copy-link", scale=0, min_width=110)
     p["link_message"] = link_message if link_message is not None else gr.HTML("", elem_id="link-message")
     defaults = handlers.default_controls()
     with gr.Column(visible=False, elem_id="compare-panel") as p["panel"]:
         with gr.Row():
-            p["preset"] = gr.Dropdown(list(PRESETS), value=None, label="B from a preset", elem_id="b-preset",
-                                      scale=1)
-            p["relevant"] = gr.CheckboxGroup([], value=[], label="Relevant cards for this turn (tick to mark; "
-                                             "kept for this session)", elem_id="relevant-cards", scale=3)
+            p["preset"] = gr.Dropdown(list(PRESETS), value=None, label="B from a preset", elem_id="b-preset", scale=1)
+            p["relevant"] = gr.CheckboxGroup(
+                [],
+                value=[],
+                label="Relevant cards for this turn (tick to mark; kept for this session)",
+                elem_id="relevant-cards",
+                scale=3,
+            )
         b: dict[str, Any] = {}
         with gr.Accordion("Configuration B (same controls as A)", open=True, elem_id="b-controls"):
             for row in range(0, len(CONTROLS), 6):
                 with gr.Row():
-                    for name in CONTROLS[row:row + 6]:
+                    for name in CONTROLS[row : row + 6]:
                         widget = control_widget(handlers.KNOBS[name], defaults[name])
                         widget.elem_id = "b-" + (widget.elem_id or name.replace("_", "-"))
                         b[name] = widget
@@ -415,19 +507,44 @@ def _events(component: Any) -> list[Any]:
     return [component.input]
 
 
-def _refresh_event(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], corpus: Any,
-                   doc: Any = None) -> dict[str, Any]:
+def _refresh_event(
+    p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], corpus: Any, doc: Any = None
+) -> dict[str, Any]:
     """The keyword arguments of an event that runs ``refresh`` (``doc``: where the explained document is read)."""
-    inputs = [query, p["compare_on"], p["ticked"], p["kept"], doc or outputs["explain_doc"], p["base"],
-              *controls.values(), *p["b"].values(), corpus, outputs["last_turn"], p["preset"]]
+    inputs = [
+        query,
+        p["compare_on"],
+        p["ticked"],
+        p["kept"],
+        doc or outputs["explain_doc"],
+        p["base"],
+        *controls.values(),
+        *p["b"].values(),
+        corpus,
+        outputs["last_turn"],
+        p["preset"],
+    ]
     # preprocess=False, as the turn events (ui._wire): refresh types every control itself (_typed, build_settings),
     # so "NaN", "abc" or a list sent to a slider gets a message instead of Gradio's processing error
-    return dict(fn=refresh, inputs=inputs, outputs=[p["view"], p["relevant"], p["kept"], p["link"], outputs["export"]],
-                api_visibility="private", concurrency_id="compare", concurrency_limit=4, preprocess=False)
+    return dict(
+        fn=refresh,
+        inputs=inputs,
+        outputs=[p["view"], p["relevant"], p["kept"], p["link"], outputs["export"]],
+        api_visibility="private",
+        concurrency_id="compare",
+        concurrency_limit=4,
+        preprocess=False,
+    )
 
 
-def wire(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], turn_events: list[Any],
-         corpus: Any) -> None:
+def wire(
+    p: dict[str, Any],
+    query: Any,
+    controls: dict[str, Any],
+    outputs: dict[str, Any],
+    turn_events: list[Any],
+    corpus: Any,
+) -> None:
     """Compare and link events. Every turn event (Run, Enter, an example, an A control) is followed by a refresh:
     A vs B re-rendered (only A re-runs, from the cache), the link, and the export stamped with that link. A B
     control or a preset re-runs only B, a tick only the marks; the link follows every change."""
@@ -437,31 +554,58 @@ def wire(p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[
         event.then(**common)
     for name, component in p["b"].items():
         if name == "embedding_model":
-            component.input(handlers.on_model_change, component, p["b"]["min_similarity"],
-                            api_visibility="private").then(**again)
+            component.input(
+                handlers.on_model_change, component, p["b"]["min_similarity"], api_visibility="private"
+            ).then(**again)
         else:
             for event in _events(component):
                 event(**again)
     a_list, b_list = list(controls.values()), list(p["b"].values())
-    p["compare_on"].input(lambda on: gr.Column(visible=on), p["compare_on"], p["panel"],
-                          api_visibility="private").then(**common)
-    p["preset"].input(apply_preset, [p["preset"], *a_list], b_list, api_visibility="private",
-                      preprocess=False).then(**common)  # apply_preset types A's values itself
-    p["relevant"].input(tick, [query, p["relevant"], p["ticked"]], p["ticked"],  # tick keeps only text marks
-                        api_visibility="private", preprocess=False).then(**common)
+    p["compare_on"].input(lambda on: gr.Column(visible=on), p["compare_on"], p["panel"], api_visibility="private").then(
+        **common
+    )
+    p["preset"].input(apply_preset, [p["preset"], *a_list], b_list, api_visibility="private", preprocess=False).then(
+        **common
+    )  # apply_preset types A's values itself
+    p["relevant"].input(
+        tick,
+        [query, p["relevant"], p["ticked"]],
+        p["ticked"],  # tick keeps only text marks
+        api_visibility="private",
+        preprocess=False,
+    ).then(**common)
     outputs["explain_doc"].input(**again)
     p["copy"].click(None, [p["link"]], None, js=COPY_JS)
 
 
-def wire_load(app: gr.Blocks, p: dict[str, Any], query: Any, controls: dict[str, Any],
-              outputs: dict[str, Any], corpus: Any) -> None:
+def wire_load(
+    app: gr.Blocks, p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], corpus: Any
+) -> None:
     """Opening a link restores the page's state (the session's corpus included), runs the turn (A) on it and, in
     compare mode, B."""
     a_list, b_list = list(controls.values()), list(p["b"].values())
-    restored = app.load(restore, None, [query, *a_list, p["compare_on"], *b_list, p["panel"], p["link_message"],
-                                        p["pending_doc"], p["base"], corpus, p["preset"]],
-                        api_visibility="private")
+    restored = app.load(
+        restore,
+        None,
+        [
+            query,
+            *a_list,
+            p["compare_on"],
+            *b_list,
+            p["panel"],
+            p["link_message"],
+            p["pending_doc"],
+            p["base"],
+            corpus,
+            p["preset"],
+        ],
+        api_visibility="private",
+    )
     turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
-    restored.then(handlers.rerun_turn, [query, *a_list, p["pending_doc"], corpus], turn_outputs,  # it types them
-                  api_visibility="private", preprocess=False).then(**_refresh_event(p, query, controls, outputs,
-                                                                                     corpus, p["pending_doc"]))
+    restored.then(
+        handlers.rerun_turn,
+        [query, *a_list, p["pending_doc"], corpus],
+        turn_outputs,  # it types them
+        api_visibility="private",
+        preprocess=False,
+    ).then(**_refresh_event(p, query, controls, outputs, corpus, p["pending_doc"]))

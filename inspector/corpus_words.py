@@ -64,8 +64,15 @@ def words_for(corpus: str | None) -> CorpusWords:
     except Exception as exc:  # unknown, deleted meanwhile, unreadable: say so, keep the page working
         log.warning("corpus %r: %s", name, exc)
         shown = name[:80]  # a hostile name is not echoed whole into the banner, label and hint
-        return CorpusWords(shown, False, 0, 0, "Type a turn about this corpus", (),
-                           f"The corpus {shown!r} could not be read ({exc}). Open another in the Data tab.")
+        return CorpusWords(
+            shown,
+            False,
+            0,
+            0,
+            "Type a turn about this corpus",
+            (),
+            f"The corpus {shown!r} could not be read ({exc}). Open another in the Data tab.",
+        )
     return _words(data)
 
 
@@ -78,11 +85,21 @@ def _words(data: CorpusData) -> CorpusWords:
     steps = _labeled_steps(data, MAX_TOUR)
     titles = [c.title for c in data.cards[:3] if c.title]
     about = "; ".join(t[:60] for t in titles)
-    placeholder = (f"e.g. {steps[0].text[:80]}" if steps else
-                   f"Type a question about {entry.name}" + (f" (cards such as: {about[:120]})" if about else ""))
-    hint = "" if steps else (f"{entry.name} has no labeled turns, so there are no example turns: type your own "
-                             f"question about its cards" + (f", e.g. about {about}." if about else ".")
-                             + " Labeled turns (BEIR queries.jsonl + qrels) become the examples and the tour.")
+    placeholder = (
+        f"e.g. {steps[0].text[:80]}"
+        if steps
+        else f"Type a question about {entry.name}" + (f" (cards such as: {about[:120]})" if about else "")
+    )
+    hint = (
+        ""
+        if steps
+        else (
+            f"{entry.name} has no labeled turns, so there are no example turns: type your own "
+            f"question about its cards"
+            + (f", e.g. about {about}." if about else ".")
+            + " Labeled turns (BEIR queries.jsonl + qrels) become the examples and the tour."
+        )
+    )
     return CorpusWords(entry.name, False, len(data.cards), len(data.chunks), placeholder, steps, hint)
 
 
@@ -109,8 +126,10 @@ def _labeled_steps(data: CorpusData, limit: int) -> tuple[Step, ...]:
     for q in picked:
         card = max(q.relevant, key=lambda d: (q.relevant[d], d))
         title = titles.get(card, card)
-        caption = (f"{q.category or 'labeled'} turn {q.id}: the card judged relevant is “{title[:80]}” ({card}); "
-                   f"watch where each branch ranks it.")
+        caption = (
+            f"{q.category or 'labeled'} turn {q.id}: the card judged relevant is “{title[:80]}” ({card}); "
+            f"watch where each branch ranks it."
+        )
         steps.append(Step(f"{q.id}: {q.text[:40]}", q.text, caption, card))
     return tuple(steps)
 
@@ -124,11 +143,17 @@ def turn_label(words: CorpusWords) -> str:
 
 def banner(words: CorpusWords) -> str:
     """The page's banner: the shipped cards carry the synthetic-data and not-medical-advice warning."""
-    warn = ('<span class="warn">100% synthetic data · not a medical device · not medical advice</span>'
-            if words.shipped else f'<span class="warn other">corpus: {render.esc(words.name)}</span>')
-    return ('<div class="banner"><h1>Hybrid retrieval inspector</h1>' + warn +
-            '<span class="sub">BM25 + dense (Chroma) → RRF → cross-encoder, one turn at a time (ADR-0022)</span>'
-            "</div>")
+    warn = (
+        '<span class="warn">100% synthetic data · not a medical device · not medical advice</span>'
+        if words.shipped
+        else f'<span class="warn other">corpus: {render.esc(words.name)}</span>'
+    )
+    return (
+        '<div class="banner"><h1>Hybrid retrieval inspector</h1>'
+        + warn
+        + '<span class="sub">BM25 + dense (Chroma) → RRF → cross-encoder, one turn at a time (ADR-0022)</span>'
+        "</div>"
+    )
 
 
 def hint_html(words: CorpusWords) -> str:
@@ -141,8 +166,11 @@ def caption_for(query: str, corpus: str | None = None) -> str:
     step = next((s for s in words.steps if s.text == query), None)
     if step is None:
         return hint_html(words)
-    return (f'<div class="examples-hint shows"><b>{render.esc(step.label)}</b>: {render.esc(step.caption)}'
-            + (f' · watch <code>{render.esc(step.card)}</code>' if step.card else "") + "</div>")
+    return (
+        f'<div class="examples-hint shows"><b>{render.esc(step.label)}</b>: {render.esc(step.caption)}'
+        + (f" · watch <code>{render.esc(step.card)}</code>" if step.card else "")
+        + "</div>"
+    )
 
 
 def example_samples(words: CorpusWords) -> tuple[list[list[str]], list[str]]:

@@ -44,8 +44,9 @@ def _message(text: str, kind: str = "error") -> str:
     """A message panel; multi-line problem lists keep their lines (escaped)."""
     lines = str(text).splitlines() or [""]
     head, rest = lines[0], lines[1:]
-    body = render.esc(head) + ("<ul class='problems'>" + "".join(f"<li>{render.esc(x)}</li>" for x in rest) + "</ul>"
-                               if rest else "")
+    body = render.esc(head) + (
+        "<ul class='problems'>" + "".join(f"<li>{render.esc(x)}</li>" for x in rest) + "</ul>" if rest else ""
+    )
     return f'<div class="message {kind}" role="status">{body}</div>'
 
 
@@ -57,10 +58,12 @@ def progress_html(snap: dict[str, Any] | None) -> str:
     eta = f" · {snap['eta_s']:.0f} s left" if snap.get("eta_s") is not None and snap["status"] == "running" else ""
     rate = f" · {snap['rate']:.1f} sub-chunks/s" if snap.get("rate") else ""
     status = {"running": "indexing", "done": "ready", "cancelled": "cancelled", "failed": "failed"}[snap["status"]]
-    return (f'<div class="index-progress {render.esc(snap["status"])}">'
-            f'<progress max="{snap["total"]}" value="{snap["done"]}"></progress> '
-            f'<span class="pct">{pct:.0f}%</span> <b>{render.esc(snap["name"])}</b>: {status}, '
-            f'{snap["done"]:,}/{snap["total"]:,} sub-chunks embedded{rate}{eta}</div>')
+    return (
+        f'<div class="index-progress {render.esc(snap["status"])}">'
+        f'<progress max="{snap["total"]}" value="{snap["done"]}"></progress> '
+        f'<span class="pct">{pct:.0f}%</span> <b>{render.esc(snap["name"])}</b>: {status}, '
+        f"{snap['done']:,}/{snap['total']:,} sub-chunks embedded{rate}{eta}</div>"
+    )
 
 
 def active_html(name: str | None) -> str:
@@ -72,11 +75,21 @@ def _begin(name: str, current: str | None) -> tuple:
     """Load (validate) a corpus and start or join its indexing job; switch at once if it is ready."""
     data = _registry().open(name)
     if data.key is None or is_ready(data, _settings()):
-        return (_message(f"Active corpus: {data.entry.label()}.", "info"), progress_html(None), name, None,
-                gr.Timer(active=False))
+        return (
+            _message(f"Active corpus: {data.entry.label()}.", "info"),
+            progress_html(None),
+            name,
+            None,
+            gr.Timer(active=False),
+        )
     job = start_index(data, _settings())
-    return (_message(f"Indexing {data.entry.label()}; the inspector switches to it when the bar reaches 100%.",
-                     "info"), progress_html(job.snapshot()), current, name, gr.Timer(active=True))
+    return (
+        _message(f"Indexing {data.entry.label()}; the inspector switches to it when the bar reaches 100%.", "info"),
+        progress_html(job.snapshot()),
+        current,
+        name,
+        gr.Timer(active=True),
+    )
 
 
 def open_corpus(name: str | None, current: str | None) -> tuple:
@@ -89,8 +102,13 @@ def open_corpus(name: str | None, current: str | None) -> tuple:
         return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False)
     except Exception as exc:  # never a stack trace in the page; the log keeps it
         log.exception("opening corpus %r failed", name)
-        return (_message(f"Could not open {name!r} ({type(exc).__name__}: {exc})."), progress_html(None), current,
-                None, gr.Timer(active=False))
+        return (
+            _message(f"Could not open {name!r} ({type(exc).__name__}: {exc})."),
+            progress_html(None),
+            current,
+            None,
+            gr.Timer(active=False),
+        )
 
 
 def upload_corpus(file: Any, name: str | None, current: str | None, token: str | None = None) -> tuple:
@@ -108,36 +126,68 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
     path = getattr(file, "name", file)
     keep_picker = gr.Dropdown()
     if not path:
-        return (_message("Choose a file to upload first. If you just chose one, wait until the box shows it "
-                         "uploaded (no 'Uploading' left), then press Add."), progress_html(None), current, None,
-                gr.Timer(active=False), keep_picker)
+        return (
+            _message(
+                "Choose a file to upload first. If you just chose one, wait until the box shows it "
+                "uploaded (no 'Uploading' left), then press Add."
+            ),
+            progress_html(None),
+            current,
+            None,
+            gr.Timer(active=False),
+            keep_picker,
+        )
     if not isinstance(path, (str, os.PathLike)):  # a client may send anything: only an uploaded file's path is one
-        return (_message("That is not an uploaded file: choose a file in the upload box, then press Add."),
-                progress_html(None), current, None, gr.Timer(active=False), keep_picker)
+        return (
+            _message("That is not an uploaded file: choose a file in the upload box, then press Add."),
+            progress_html(None),
+            current,
+            None,
+            gr.Timer(active=False),
+            keep_picker,
+        )
     shown = Path(getattr(file, "orig_name", None) or path).name
     try:
         found = Path(path).is_file()
     except (OSError, ValueError):  # a name too long for the file system, a NUL byte
         found = False
     if not found:
-        return (_message(f"{shown} is no longer on the server: an upload not indexed within "
-                         f"{Limits.from_env().upload_unused_s:g} s is deleted. Upload it again."), progress_html(None),
-                current, None, gr.Timer(active=False), keep_picker)
+        return (
+            _message(
+                f"{shown} is no longer on the server: an upload not indexed within "
+                f"{Limits.from_env().upload_unused_s:g} s is deleted. Upload it again."
+            ),
+            progress_html(None),
+            current,
+            None,
+            gr.Timer(active=False),
+            keep_picker,
+        )
     try:
         data, new = _registry().add(path, (name or "").strip() or None, display=shown, copy=True, owner=token)
     except (LoadError, ValueError) as exc:
         return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False), keep_picker
     except Exception as exc:
         log.exception("upload %r failed", shown)
-        return (_message(f"{shown}: could not be read ({type(exc).__name__}: {exc})."), progress_html(None), current,
-                None, gr.Timer(active=False), keep_picker)
+        return (
+            _message(f"{shown}: could not be read ({type(exc).__name__}: {exc})."),
+            progress_html(None),
+            current,
+            None,
+            gr.Timer(active=False),
+            keep_picker,
+        )
     finally:  # adopted (its cards read into the store) or refused: the upload itself is not kept
         uploads.discard(path)
     out = _begin(data.entry.name, current)
     note = "" if new else f" (same content as {data.entry.name}, indexed before: reused)"
-    message = _message(f"{shown}: {data.entry.cards:,} cards, {data.entry.chunks:,} sub-chunks, "
-                       f"{data.entry.turns} labeled turns{note}. " + ("Indexing..." if out[3] else "Ready.")
-                       + "".join(f"\n{n}" for n in data.notes), "info")
+    message = _message(
+        f"{shown}: {data.entry.cards:,} cards, {data.entry.chunks:,} sub-chunks, "
+        f"{data.entry.turns} labeled turns{note}. "
+        + ("Indexing..." if out[3] else "Ready.")
+        + "".join(f"\n{n}" for n in data.notes),
+        "info",
+    )
     return (message, *out[1:], gr.Dropdown(choices=picker_choices(), value=data.entry.name))
 
 
@@ -156,10 +206,20 @@ def poll(pending: str | None, current: str | None) -> tuple:
     if snap["status"] == "running":
         return gr.skip(), progress_html(snap), current, pending, gr.Timer(active=True)
     if snap["status"] == "done":
-        return (_message(f"Active corpus: {data.entry.label()}.", "info"), progress_html(snap), pending, None,
-                gr.Timer(active=False))
-    return (_message(f"Indexing {pending} {snap['status']}: {snap['error']}"), progress_html(snap), current, None,
-            gr.Timer(active=False))
+        return (
+            _message(f"Active corpus: {data.entry.label()}.", "info"),
+            progress_html(snap),
+            pending,
+            None,
+            gr.Timer(active=False),
+        )
+    return (
+        _message(f"Indexing {pending} {snap['status']}: {snap['error']}"),
+        progress_html(snap),
+        current,
+        None,
+        gr.Timer(active=False),
+    )
 
 
 def cancel(pending: str | None) -> str:
@@ -171,8 +231,7 @@ def cancel(pending: str | None) -> str:
         return _message(f"{pending} is not being indexed: {exc}", "info")
     if job is not None and job.running:
         job.cancel.set()
-        return _message(f"Cancelling {pending}: what is embedded so far is kept, and opening it again resumes.",
-                        "info")
+        return _message(f"Cancelling {pending}: what is embedded so far is kept, and opening it again resumes.", "info")
     return _message(f"{pending} is not being indexed.", "info")
 
 
@@ -188,7 +247,11 @@ def delete(name: str | None, current: str | None, token: str | None = None) -> t
         log.exception("deleting corpus %r failed", name)
         return _message(f"Could not delete {name!r} ({type(exc).__name__}: {exc})."), current, gr.Dropdown()
     now = SHIPPED if current == name else current
-    return _message(done[:1].upper() + done[1:] + ".", "info"), now, gr.Dropdown(choices=picker_choices(), value=SHIPPED)
+    return (
+        _message(done[:1].upper() + done[1:] + ".", "info"),
+        now,
+        gr.Dropdown(choices=picker_choices(), value=SHIPPED),
+    )
 
 
 def attachable_choices() -> list[str]:
@@ -202,8 +265,9 @@ def attachable_choices() -> list[str]:
         return []
 
 
-def attach_collection(collection: str | None, model: str | None, text_field: str | None, current: str | None,
-                      token: str | None = None) -> tuple:
+def attach_collection(
+    collection: str | None, model: str | None, text_field: str | None, current: str | None, token: str | None = None
+) -> tuple:
     """Attach a collection made elsewhere (checked against the model; never written) and open it: (message,
     progress, corpus, pending, timer, picker, the session's owner token)."""
     from retrieval.corpora import attach
@@ -214,8 +278,10 @@ def attach_collection(collection: str | None, model: str | None, text_field: str
         if not collection:
             raise ValueError("Pick a collection of the store to attach.")
         if model and model not in handlers.model_choices():  # a name or path a client sent: never loaded
-            raise ValueError(f"embedding model {str(model)[:80]!r} is not available here: choose one of "
-                             f"{', '.join(handlers.model_choices())}.")
+            raise ValueError(
+                f"embedding model {str(model)[:80]!r} is not available here: choose one of "
+                f"{', '.join(handlers.model_choices())}."
+            )
         settings = _settings().replace(embedding_model=model) if model else _settings()
         data, new = attach(settings, collection, text_field=(text_field or "").strip(), owner=token)
     except (LoadError, ValueError) as exc:
@@ -225,9 +291,14 @@ def attach_collection(collection: str | None, model: str | None, text_field: str
         return (_message(f"Could not attach {collection!r} ({type(exc).__name__}: {exc})."), *keep)
     out = _begin(data.entry.name, current)
     note = "attached" if new else "attached before: reused"
-    return (_message(f"{collection}: {data.entry.chunks:,} sub-chunks, {note}; its vectors match "
-                     f"{data.entry.model}.", "info"), *out[1:],
-            gr.Dropdown(choices=picker_choices(), value=data.entry.name), token)
+    return (
+        _message(
+            f"{collection}: {data.entry.chunks:,} sub-chunks, {note}; its vectors match {data.entry.model}.", "info"
+        ),
+        *out[1:],
+        gr.Dropdown(choices=picker_choices(), value=data.entry.name),
+        token,
+    )
 
 
 def calibration_html(name: str | None) -> str:
@@ -247,22 +318,32 @@ def calibration_html(name: str | None) -> str:
         parts.append(f"<p>The last calibration failed: {render.esc(job.error)}</p>")
     shown = stored or (job.result if job is not None and job.status == "done" else None)
     if shown is None:
-        parts.append("<p>" + ("The shipped cards use the defaults tuned on their dev sets (README, Refusal)."
-                              if data.key is None else "Not calibrated yet: the default thresholds apply.") + "</p>")
+        parts.append(
+            "<p>"
+            + (
+                "The shipped cards use the defaults tuned on their dev sets (README, Refusal)."
+                if data.key is None
+                else "Not calibrated yet: the default thresholds apply."
+            )
+            + "</p>"
+        )
     else:
         r = shown.report
         rows = "".join(
             f"<tr><td>{render.esc(level)}</td><td>{_frac(row['ood_held'])}</td><td>{_frac(row['answerable_held'])}"
             f"</td><td>{_frac(row['ood_fit'])}</td><td>{_frac(row['answerable_fit'])}</td></tr>"
-            for level, row in r["levels"].items())
+            for level, row in r["levels"].items()
+        )
         th = shown.thresholds.to_dict()
         knobs = ", ".join(f"{render.esc(k)}={render.esc(v)}" for k, v in th.items() if k != "source")
         note = " (a report only: the shipped cards keep their defaults)" if data.key is None else ""
-        parts.append(f"<p>{render.esc(shown.thresholds.source)}{note}: {r['turns']} turns "
-                     f"({render.esc(r['answerable_origin'])} answerable turns and the out-of-domain pool), "
-                     f"{r['seconds']} s.</p><table><thead><tr><th>level</th><th>out-of-domain refused (held out)</th>"
-                     f"<th>false refusals (held out)</th><th>out-of-domain refused (fit)</th><th>false refusals "
-                     f"(fit)</th></tr></thead><tbody>{rows}</tbody></table><p class='thresholds'>{knobs}</p>")
+        parts.append(
+            f"<p>{render.esc(shown.thresholds.source)}{note}: {r['turns']} turns "
+            f"({render.esc(r['answerable_origin'])} answerable turns and the out-of-domain pool), "
+            f"{r['seconds']} s.</p><table><thead><tr><th>level</th><th>out-of-domain refused (held out)</th>"
+            f"<th>false refusals (held out)</th><th>out-of-domain refused (fit)</th><th>false refusals "
+            f"(fit)</th></tr></thead><tbody>{rows}</tbody></table><p class='thresholds'>{knobs}</p>"
+        )
     return '<div class="calibration"><b>Refusal calibration</b>' + "".join(parts) + "</div>"
 
 
@@ -317,15 +398,25 @@ def turn_choices(corpus: str | None) -> Any:
     except Exception:
         return gr.Dropdown(choices=[], value=None, visible=False)
     turns = [(f"{q.id}: {q.text[:90]}", q.text) for q in data.queries[:500]]
-    return gr.Dropdown(choices=turns, value=None, visible=bool(turns),
-                       label=f"Labeled turns of {data.entry.name} ({len(data.queries)})")
+    return gr.Dropdown(
+        choices=turns,
+        value=None,
+        visible=bool(turns),
+        label=f"Labeled turns of {data.entry.name} ({len(data.queries)})",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ layout
 def turn_picker(query: gr.Textbox, corpus: gr.Textbox) -> gr.Dropdown:
     """In the inspector tab: a dropdown of the active corpus's labeled turns; picking one fills the turn box."""
-    picker = gr.Dropdown(choices=[], value=None, label="Labeled turns of the active corpus", visible=False,
-                         elem_id="corpus-turns", interactive=True)
+    picker = gr.Dropdown(
+        choices=[],
+        value=None,
+        label="Labeled turns of the active corpus",
+        visible=False,
+        elem_id="corpus-turns",
+        interactive=True,
+    )
     corpus.change(turn_choices, corpus, picker, api_visibility="private")
     picker.input(lambda text: text or gr.skip(), picker, query, api_visibility="private")
     return picker
@@ -334,18 +425,26 @@ def turn_picker(query: gr.Textbox, corpus: gr.Textbox) -> gr.Dropdown:
 def build_data_tab(corpus: gr.Textbox) -> None:
     """The Data tab's layout and wiring; ``corpus`` is the session's active corpus (built in ``ui.build_app``)."""
     limits = Limits.from_env()
-    gr.Markdown("### Your own data\nPick the corpus this browser session inspects, or upload one: cards JSONL "
-                "(`id`, `text`; `title`, `lang`, `topic` optional), a BEIR `corpus.jsonl` or a .zip of a BEIR "
-                "folder (with `queries.jsonl` + `qrels/` its labeled turns appear as examples), CSV/TSV with "
-                "`id`, `text` (`title` optional) columns, separated by `,` or `;`, or a .zip of .txt/.md files (one "
-                "card per file). UTF-8 (a byte-order mark is fine). Limits: "
-                + render.esc(limits.describe()) + ".")
+    gr.Markdown(
+        "### Your own data\nPick the corpus this browser session inspects, or upload one: cards JSONL "
+        "(`id`, `text`; `title`, `lang`, `topic` optional), a BEIR `corpus.jsonl` or a .zip of a BEIR "
+        "folder (with `queries.jsonl` + `qrels/` its labeled turns appear as examples), CSV/TSV with "
+        "`id`, `text` (`title` optional) columns, separated by `,` or `;`, or a .zip of .txt/.md files (one "
+        "card per file). UTF-8 (a byte-order mark is fine). Limits: " + render.esc(limits.describe()) + "."
+    )
     active = gr.HTML(active_html(None), elem_id="active-corpus")
     pending = gr.State(None)
     owner = gr.State(None)  # this session's owner token: made on its first upload, never shown
     with gr.Row(equal_height=True):
-        picker = gr.Dropdown(choices=picker_choices(), value=SHIPPED, label="Corpus (pick, or type a name)",
-                             elem_id="corpus-picker", scale=4, interactive=True, allow_custom_value=True)
+        picker = gr.Dropdown(
+            choices=picker_choices(),
+            value=SHIPPED,
+            label="Corpus (pick, or type a name)",
+            elem_id="corpus-picker",
+            scale=4,
+            interactive=True,
+            allow_custom_value=True,
+        )
         open_btn = gr.Button("Open", variant="primary", elem_id="corpus-open", scale=1)
         refresh = gr.Button("↻ Refresh list", elem_id="corpus-refresh", scale=1)
         delete_btn = gr.Button("Delete corpus and its store", variant="stop", elem_id="corpus-delete", scale=1)
@@ -355,25 +454,39 @@ def build_data_tab(corpus: gr.Textbox) -> None:
             name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1)
             add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add")
     with gr.Row(equal_height=True):
-        refusal = gr.Textbox(label="Refusal text of the picked corpus (what the assistant says when it finds nothing)",
-                             elem_id="corpus-refusal", max_lines=3, scale=4, value=refusal_of(SHIPPED),
-                             max_length=2000)
+        refusal = gr.Textbox(
+            label="Refusal text of the picked corpus (what the assistant says when it finds nothing)",
+            elem_id="corpus-refusal",
+            max_lines=3,
+            scale=4,
+            value=refusal_of(SHIPPED),
+            max_length=2000,
+        )
         refusal_btn = gr.Button("Save refusal text", elem_id="corpus-refusal-save", scale=1)
     with gr.Row(equal_height=True):
         calibration = gr.HTML(calibration_html(SHIPPED), elem_id="corpus-calibration")
         with gr.Column(scale=0, min_width=200):
             calibrate_btn = gr.Button("Re-run refusal calibration", elem_id="corpus-calibrate")
             calibration_refresh = gr.Button("↻ Refusal report", elem_id="corpus-calibration-refresh")
-    with gr.Accordion("Attach a collection of the store made elsewhere (its vectors are checked, never rewritten)",
-                      open=False):
+    with gr.Accordion(
+        "Attach a collection of the store made elsewhere (its vectors are checked, never rewritten)", open=False
+    ):
         with gr.Row(equal_height=True):
-            collections = gr.Dropdown(choices=[], label="Collection", elem_id="attach-collection", scale=3,
-                                      interactive=True)
-            model = gr.Dropdown(choices=list(BUNDLED_EMBEDDERS), value=_settings().embedding_model,
-                                label="Its embedding model", elem_id="attach-model", scale=2, interactive=True,
-                                allow_custom_value=True)
-            text_field = gr.Textbox(label="Text field (default: documents)", elem_id="attach-text-field",
-                                    max_lines=1, scale=2)
+            collections = gr.Dropdown(
+                choices=[], label="Collection", elem_id="attach-collection", scale=3, interactive=True
+            )
+            model = gr.Dropdown(
+                choices=list(BUNDLED_EMBEDDERS),
+                value=_settings().embedding_model,
+                label="Its embedding model",
+                elem_id="attach-model",
+                scale=2,
+                interactive=True,
+                allow_custom_value=True,
+            )
+            text_field = gr.Textbox(
+                label="Text field (default: documents)", elem_id="attach-text-field", max_lines=1, scale=2
+            )
             attach_btn = gr.Button("Attach", elem_id="attach-go", scale=1)
     message = gr.HTML("", elem_id="data-message")
     with gr.Row(equal_height=True):
@@ -383,8 +496,13 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     private = dict(api_visibility="private")
     state_out = [message, progress, corpus, pending, timer]
     open_btn.click(open_corpus, [picker, corpus], state_out, **private)
-    add.click(upload_corpus, [upload, name, corpus, owner], [*state_out, picker, upload, owner], concurrency_limit=2,
-              **private)
+    add.click(
+        upload_corpus,
+        [upload, name, corpus, owner],
+        [*state_out, picker, upload, owner],
+        concurrency_limit=2,
+        **private,
+    )
     timer.tick(poll, [pending, corpus], state_out, **private)
     cancel_btn.click(cancel, pending, message, **private)
     delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
@@ -392,13 +510,22 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     picker.change(calibration_html, picker, calibration, **private)
     calibrate_btn.click(recalibrate, picker, calibration, **private)
     calibration_refresh.click(calibration_html, picker, calibration, **private)
-    attach_btn.click(attach_collection, [collections, model, text_field, corpus, owner],
-                     [*state_out, picker, owner], **private)
+    attach_btn.click(
+        attach_collection, [collections, model, text_field, corpus, owner], [*state_out, picker, owner], **private
+    )
     refusal_btn.click(save_refusal, [picker, refusal, owner], [message, refusal], **private)
-    refresh.click(lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())), None,
-                  [picker, collections], **private)
+    refresh.click(
+        lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())),
+        None,
+        [picker, collections],
+        **private,
+    )
     corpus.change(active_html, corpus, active, **private)
     root = gr.context.Context.root_block  # each page load lists the corpora indexed since the app started
     if root is not None:
-        root.load(lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())), None,
-                  [picker, collections], **private)
+        root.load(
+            lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())),
+            None,
+            [picker, collections],
+            **private,
+        )

@@ -8,9 +8,9 @@ result's own branch lists with ``retrieval.fusion.reciprocal_rank_fusion`` (a pu
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import textwrap
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,9 +45,11 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     if not (lo > 0 and hi > 0):
         raise ValueError(f"a log axis needs positive bounds, got {lo!r} and {hi!r}")
     lo, hi = min(lo, hi), max(lo, hi)
-    steps = [float(f"{mantissa}e{exponent}")  # exact decimals, not 2 * 0.1 ** 3
-             for exponent in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
-             for mantissa in (1, 2, 5)]
+    steps = [
+        float(f"{mantissa}e{exponent}")  # exact decimals, not 2 * 0.1 ** 3
+        for exponent in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        for mantissa in (1, 2, 5)
+    ]
     vals = [v for v in steps if lo <= v <= hi]
     if len(vals) < 2:  # a range narrower than one step: the steps on either side frame it
         vals = sorted({max(v for v in steps if v <= lo), *vals, min(v for v in steps if v >= hi)})
@@ -55,16 +57,29 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
 
 
 def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=16)), template="plotly_white", font=FONT,
-                      height=height, margin=dict(l=10, r=10, t=48, b=10), hoverlabel=dict(font_size=13))
+    fig.update_layout(
+        title=dict(text=title, x=0.01, font=dict(size=16)),
+        template="plotly_white",
+        font=FONT,
+        height=height,
+        margin=dict(l=10, r=10, t=48, b=10),
+        hoverlabel=dict(font_size=13),
+    )
     return fig
 
 
 def message_figure(text: str, title: str = "") -> go.Figure:
     """An empty chart that shows ``text`` (escaped, wrapped) in its middle."""
     fig = go.Figure()
-    fig.add_annotation(text="<br>".join(plot_text(line) for line in textwrap.wrap(text, 70)) or " ", x=0.5, y=0.5,
-                       xref="paper", yref="paper", showarrow=False, font=dict(size=14, color="#52606d"))
+    fig.add_annotation(
+        text="<br>".join(plot_text(line) for line in textwrap.wrap(text, 70)) or " ",
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font=dict(size=14, color="#52606d"),
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return _layout(fig, title, height=300)
@@ -80,8 +95,10 @@ def failsafe(title: str) -> Callable[[Callable[..., go.Figure]], Callable[..., g
                 return builder(*args, **kwargs)
             except Exception as exc:  # a chart must never break the page
                 log.exception("chart %r failed", title)
-                return message_figure(f"This chart could not be drawn ({type(exc).__name__}: {exc}). "
-                                      "The rest of the page is unaffected.", title)
+                return message_figure(
+                    f"This chart could not be drawn ({type(exc).__name__}: {exc}). The rest of the page is unaffected.",
+                    title,
+                )
 
         return safe
 
@@ -96,8 +113,10 @@ def _label(chunks: Mapping[str, Chunk], chunk_id: str, width: int = 34) -> str:
 
 def stage_ranks(result: RetrievalResult) -> dict[str, list[int | None]]:
     """``chunk_id -> [BM25 rank, dense rank, fused rank, reranked rank]`` (None where absent)."""
-    maps = [{h.chunk_id: h.rank for h in hits}
-            for hits in (result.bm25.hits, result.dense.hits, result.fused, result.reranked)]
+    maps = [
+        {h.chunk_id: h.rank for h in hits}
+        for hits in (result.bm25.hits, result.dense.hits, result.fused, result.reranked)
+    ]
     ids: list[str] = []
     for hits in (result.fused, result.bm25.hits, result.dense.hits):
         for h in hits:
@@ -131,21 +150,29 @@ def rank_flow(result: RetrievalResult, chunks: Mapping[str, Chunk], max_docs: in
         deepest = max([deepest, *[y for y in ys if y is not None]])
         both = cid in consensus
         parent = chunks[cid].parent_id if cid in chunks else cid.split("#")[0]
-        fig.add_trace(go.Scatter(
-            x=list(STAGES), y=ys, mode="lines+markers", connectgaps=True,
-            name=plot_text(cid) + (" ★" if both else ""),
-            line=dict(color=colors.get(parent, NEUTRAL), width=5 if both else 2.5),
-            marker=dict(size=11 if both else 8, color=colors.get(parent, NEUTRAL)),
-            opacity=1.0 if cid in final else 0.35,
-            customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(STAGES),
-            meta=dict(consensus=both, chunk_id=cid, final=cid in final),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: rank %{y}<extra></extra>"))
-    fig.update_yaxes(autorange=False, range=[deepest + 0.5, 0.5], title="rank (1 = best)",
-                     dtick=1 if deepest <= 25 else 5)
+        fig.add_trace(
+            go.Scatter(
+                x=list(STAGES),
+                y=ys,
+                mode="lines+markers",
+                connectgaps=True,
+                name=plot_text(cid) + (" ★" if both else ""),
+                line=dict(color=colors.get(parent, NEUTRAL), width=5 if both else 2.5),
+                marker=dict(size=11 if both else 8, color=colors.get(parent, NEUTRAL)),
+                opacity=1.0 if cid in final else 0.35,
+                customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(STAGES),
+                meta=dict(consensus=both, chunk_id=cid, final=cid in final),
+                hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x}: rank %{y}<extra></extra>",
+            )
+        )
+    fig.update_yaxes(
+        autorange=False, range=[deepest + 0.5, 0.5], title="rank (1 = best)", dtick=1 if deepest <= 25 else 5
+    )
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=list(STAGES))
     if not result.reranked:
-        fig.add_annotation(x="Reranked", y=1, yshift=14, text="no reranking", showarrow=False,
-                           font=dict(color="#b42318"))
+        fig.add_annotation(
+            x="Reranked", y=1, yshift=14, text="no reranking", showarrow=False, font=dict(color="#b42318")
+        )
     fig.update_layout(legend=dict(font=dict(size=11), itemsizing="constant", traceorder="reversed"))
     subtitle = "thick ★ = found by both · opaque = in the final answer"
     return _layout(fig, f"{title} <span style='font-size:12px'>({subtitle})</span>", height=460)
@@ -164,10 +191,17 @@ def contributions(result: RetrievalResult, chunks: Mapping[str, Chunk], max_docs
     for name, label in (("bm25", "BM25"), ("dense", "Dense")):
         values = [h.contributions.get(name, 0.0) for h in hits]
         ranks = [h.branch_ranks.get(name) for h in hits]
-        fig.add_trace(go.Bar(
-            y=labels, x=values, name=label, orientation="h", marker_color=BRANCH_COLORS[name],
-            customdata=[[plot_text(h.chunk_id), "–" if r is None else f"#{r}"] for h, r in zip(hits, ranks)],
-            hovertemplate=f"%{{customdata[0]}}<br>{label} rank %{{customdata[1]}}: +%{{x:.5f}}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=values,
+                name=label,
+                orientation="h",
+                marker_color=BRANCH_COLORS[name],
+                customdata=[[plot_text(h.chunk_id), "–" if r is None else f"#{r}"] for h, r in zip(hits, ranks)],
+                hovertemplate=f"%{{customdata[0]}}<br>{label} rank %{{customdata[1]}}: +%{{x:.5f}}<extra></extra>",
+            )
+        )
     fig.update_layout(barmode="stack", legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title="fused score", tickformat=".3f")
@@ -205,20 +239,35 @@ def k_sensitivity(result: RetrievalResult, chunks: Mapping[str, Chunk], top_n: i
         deepest = max(deepest, *ys)
         parent = chunks[cid].parent_id if cid in chunks else cid.split("#")[0]
         both = cid in consensus
-        fig.add_trace(go.Scatter(
-            x=list(K_RANGE), y=ys, mode="lines", line_shape="hv", name=plot_text(cid) + (" ★" if both else ""),
-            line=dict(color=colors.get(parent, NEUTRAL), width=4 if both else 2),
-            customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(ys),
-            meta=dict(consensus=both, chunk_id=cid),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>k=%{x}: rank %{y}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=list(K_RANGE),
+                y=ys,
+                mode="lines",
+                line_shape="hv",
+                name=plot_text(cid) + (" ★" if both else ""),
+                line=dict(color=colors.get(parent, NEUTRAL), width=4 if both else 2),
+                customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(ys),
+                meta=dict(consensus=both, chunk_id=cid),
+                hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>k=%{x}: rank %{y}<extra></extra>",
+            )
+        )
     k = int(result.settings.get("rrf_k", 60))
-    fig.add_vline(x=k, line=dict(color="#1f2933", dash="dash", width=1.5), annotation_text=f"k={k}",
-                  annotation_position="top")
+    fig.add_vline(
+        x=k, line=dict(color="#1f2933", dash="dash", width=1.5), annotation_text=f"k={k}", annotation_position="top"
+    )
     fig.update_yaxes(autorange=False, range=[deepest + 0.5, 0.5], title="fused rank", dtick=1 if deepest <= 25 else 5)
     fig.update_xaxes(title="k", range=[0, 201])
     if len(usable) == 1:
-        fig.add_annotation(text="one branch only: k cannot change the order", x=0.5, y=0.02, xref="paper",
-                           yref="paper", showarrow=False, font=dict(color="#b42318"))
+        fig.add_annotation(
+            text="one branch only: k cannot change the order",
+            x=0.5,
+            y=0.02,
+            xref="paper",
+            yref="paper",
+            showarrow=False,
+            font=dict(color="#b42318"),
+        )
     fig.update_layout(legend=dict(font=dict(size=11), traceorder="reversed"))
     return _layout(fig, title)
 

@@ -19,9 +19,9 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -114,8 +114,9 @@ def build_settings(controls: dict[str, Any]) -> Settings:
         if value is None:
             continue
         if name == "embedding_model" and value not in model_choices():
-            raise ValueError(f"embedding model {value!r} is not available here: choose one of "
-                             f"{', '.join(model_choices())}.")
+            raise ValueError(
+                f"embedding model {value!r} is not available here: choose one of {', '.join(model_choices())}."
+            )
         changes[name] = KNOBS[name].coerce(value)
     return base_settings().replace(**changes)
 
@@ -172,11 +173,21 @@ def execute(query: str, controls: dict[str, Any], corpus: str | None = None) -> 
 def _idle_view(message: str) -> TurnView:
     blank = figures.message_figure("Run a turn to draw this chart.")
     return TurnView(
-        message=render.render_message(message), status=render.status_placeholder("Not run: fix the turn or settings."),
-        bm25=render.placeholder("bm25"), dense=render.placeholder("dense"), rrf=render.placeholder("rrf"),
-        reranked=render.placeholder("reranked"), rank_flow=blank, contributions=blank, k_sensitivity=blank,
-        explain_doc=gr.Dropdown(choices=[], value=None), explain=render.render_explain_placeholder(),
-        context=render.render_message("No context: the turn was not run.", "info"), export=None, last_turn=None)
+        message=render.render_message(message),
+        status=render.status_placeholder("Not run: fix the turn or settings."),
+        bm25=render.placeholder("bm25"),
+        dense=render.placeholder("dense"),
+        rrf=render.placeholder("rrf"),
+        reranked=render.placeholder("reranked"),
+        rank_flow=blank,
+        contributions=blank,
+        k_sensitivity=blank,
+        explain_doc=gr.Dropdown(choices=[], value=None),
+        explain=render.render_explain_placeholder(),
+        context=render.render_message("No context: the turn was not run.", "info"),
+        export=None,
+        last_turn=None,
+    )
 
 
 STAGES = ("bm25", "dense", "rrf", "reranked")
@@ -188,10 +199,12 @@ def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool =
     colors = render.doc_colors(result)
     terms = render.query_terms(result.query, turn.settings.bm25_tokenizer)
     common = common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
-    make = {"bm25": lambda: render.render_branch(result, "bm25", chunks, colors, terms, common),
-            "dense": lambda: render.render_branch(result, "dense", chunks, colors, terms, common),
-            "rrf": lambda: render.render_fused(result, chunks, colors, terms, common),
-            "reranked": lambda: render.render_final(result, chunks, colors, terms, turn.refusal, common)}
+    make = {
+        "bm25": lambda: render.render_branch(result, "bm25", chunks, colors, terms, common),
+        "dense": lambda: render.render_branch(result, "dense", chunks, colors, terms, common),
+        "rrf": lambda: render.render_fused(result, chunks, colors, terms, common),
+        "reranked": lambda: render.render_final(result, chunks, colors, terms, turn.refusal, common),
+    }
     out = {stage: make[stage]() for stage in stages}
     if status:
         out["status"] = render.render_status(result, terms, common)
@@ -216,17 +229,23 @@ def render_details(turn: Turn, explain_id: str | None = None) -> dict[str, Any]:
     choices = render.explain_choices(result, chunks)
     ids = [cid for _, cid in choices]
     if explain_id not in ids:
-        explain_id = (result.final[0].chunk_id if result.final else (ids[0] if ids else None))
+        explain_id = result.final[0].chunk_id if result.final else (ids[0] if ids else None)
     rank_flow, contrib, k_sens = figures.all_figures(result, chunks)
     export = export_turn(turn)
     return dict(
-        rank_flow=rank_flow, contributions=contrib, k_sensitivity=k_sens,
+        rank_flow=rank_flow,
+        contributions=contrib,
+        k_sensitivity=k_sens,
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
         context=render.render_context(turn.context),
         export=export,
-        last_turn={"query": turn.query, "controls": turn.controls, "export": export,
-                   **({"corpus": turn.corpus} if turn.corpus else {})},
+        last_turn={
+            "query": turn.query,
+            "controls": turn.controls,
+            "export": export,
+            **({"corpus": turn.corpus} if turn.corpus else {}),
+        },
     )
 
 
@@ -255,8 +274,10 @@ def run_turn(query: str, *values: Any, **named: Any) -> TurnView:
         *values, corpus = values
     unknown = sorted(set(named) - set(CONTROLS))
     if unknown or len(values) > len(CONTROLS):
-        return _idle_view(f"run_turn takes the turn, at most {len(CONTROLS)} controls ({', '.join(CONTROLS)}) and "
-                          f"the corpus; got {len(values)} positional values and unknown names {unknown}.")
+        return _idle_view(
+            f"run_turn takes the turn, at most {len(CONTROLS)} controls ({', '.join(CONTROLS)}) and "
+            f"the corpus; got {len(values)} positional values and unknown names {unknown}."
+        )
     return _run(query, {**dict(zip(CONTROLS, values)), **named}, corpus=corpus)
 
 
@@ -264,7 +285,8 @@ def run_turn(query: str, *values: Any, **named: Any) -> TurnView:
 run_turn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
     + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for name in CONTROLS]
-    + [inspect.Parameter("corpus", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
+    + [inspect.Parameter("corpus", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+)
 
 
 def _run(query: Any, controls: dict[str, Any], explain_id: str | None = None, corpus: str | None = None) -> TurnView:
@@ -300,8 +322,11 @@ def _rerun_values(values: tuple[Any, ...]) -> tuple[dict[str, Any], str | None, 
     """A re-run's ``values`` (the controls in ``CONTROLS`` order, then optionally the explained sub-chunk id and the
     session's corpus) as (controls, explain_id, corpus)."""
     n = len(CONTROLS)
-    return (dict(zip(CONTROLS, values[:n])), values[n] if len(values) > n else None,
-            values[n + 1] if len(values) > n + 1 else None)
+    return (
+        dict(zip(CONTROLS, values[:n])),
+        values[n] if len(values) > n else None,
+        values[n + 1] if len(values) > n + 1 else None,
+    )
 
 
 # ------------------------------------------------------------------------------------------- a streamed turn
@@ -376,7 +401,7 @@ def _turn_key(values: tuple[Any, ...] | list[Any], explained: bool) -> tuple[str
     """(query, every control, corpus) of a page event's ``values``: ``stream_turn``'s (query, controls, corpus) or,
     ``explained``, ``stream_rerun``'s and ``turn_details``' (query, controls, explained sub-chunk, corpus)."""
     n = len(CONTROLS) + 1
-    tail = values[n + 1:] if explained else values[n:]
+    tail = values[n + 1 :] if explained else values[n:]
     return tuple(repr(v) for v in (*values[:n], *tail))
 
 
@@ -384,6 +409,7 @@ def newest_only(stream: Any, explained: bool = False) -> Any:
     """``stream`` (``stream_turn``, or ``stream_rerun`` with ``explained``) as a page event whose last input is the
     page's count of turn actions: every step it would show once a newer action of the same session has reached the
     server is dropped, and its steps go out only after any step of an older action that was already on its way."""
+
     def event(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:
         *values, seq = values
         session = getattr(request, "session_hash", None)
@@ -397,8 +423,9 @@ def newest_only(stream: Any, explained: bool = False) -> Any:
                 _NEWEST_TURN[session] = _turn_key(values, explained)
         for step in stream(*values):
             with _HANDED_ON:
-                _HANDED_ON.wait_for(lambda: not any(s < mine for s in _IN_FLIGHT.get(session, {})),
-                                    timeout=OLDER_STEP_WAIT_S)
+                _HANDED_ON.wait_for(
+                    lambda: not any(s < mine for s in _IN_FLIGHT.get(session, {})), timeout=OLDER_STEP_WAIT_S
+                )
                 if _NEWEST.get(session, mine) > mine:
                     break
                 flying = _IN_FLIGHT.setdefault(session, {})
@@ -426,6 +453,7 @@ def newest_details(details: Any) -> Any:
     """``turn_details`` as the page event after a streamed turn: it fills the page below the columns only if its
     turn is still its session's newest (an older turn's stream that ended after a newer action arrived, because
     the page had not yet cancelled it, would otherwise put its charts and export under the newer turn's columns)."""
+
     def event(request: gr.Request, *values: Any) -> tuple[Any, ...]:
         session = getattr(request, "session_hash", None)
         with _NEWEST_LOCK:
@@ -454,8 +482,9 @@ def _stream(query: Any, controls: dict[str, Any], corpus: str | None) -> Iterato
         yield _only(_guarded_columns(query, controls, corpus), COLUMNS)
         return
     result, chunks = fused.result, fused.retriever.by_id
-    if result.hybrid_path != "dense_only" and needs_model(result.query, result.fused, settings,
-                                                          lambda cid: chunks[cid].indexed_text):
+    if result.hybrid_path != "dense_only" and needs_model(
+        result.query, result.fused, settings, lambda cid: chunks[cid].indexed_text
+    ):
         # The fused list goes out before the cross-encoder starts: its two threads would take both cores from the
         # message that carries it. A turn whose pairs are all cached (most control changes) is shown once.
         yield _only(partial_view(fused, min(settings.reranker_max_input, len(result.fused))), COLUMNS)
@@ -470,8 +499,12 @@ def _guarded_columns(query: Any, controls: dict[str, Any], corpus: str | None) -
 def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:
     """A streamed turn's first step: the badge so far, BM25, dense and fused columns, the reranked column waiting;
     everything below the columns is left as it is until the whole turn arrives."""
-    return _view(message="", **columns_html(turn, ("bm25", "dense", "rrf"), status=False),
-                 status=render.render_pending_status(turn.result, pairs), reranked=render.pending_column(pairs))
+    return _view(
+        message="",
+        **columns_html(turn, ("bm25", "dense", "rrf"), status=False),
+        status=render.render_pending_status(turn.result, pairs),
+        reranked=render.pending_column(pairs),
+    )
 
 
 def _view(**values: Any) -> tuple[Any, ...]:

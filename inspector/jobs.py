@@ -51,11 +51,13 @@ def running(session: str | None = None) -> Iterator[threading.Event]:
 def ticker(flag: threading.Event, progress: Any = None) -> Callable[[int, int, str], None]:
     """A progress callback ``(done, total, label)`` for the core: raises ``JobCancelled`` once ``flag`` is set, else
     moves the page's progress bar (``gr.Progress``) when there is one."""
+
     def tick(done: int, total: int, label: str) -> None:
         if flag.is_set():
             raise JobCancelled(label)
         if progress is not None:
             progress((done, total), desc=f"{label}: {done}/{total}")
+
     return tick
 
 
@@ -71,8 +73,11 @@ def cancel_session(session: str | None) -> int:
 def cancel() -> str:
     """The Cancel button: stop this session's running heavy job (a queued one is dropped by Gradio's ``cancels``)."""
     stopped = cancel_session(handlers.current_session())
-    return ("<div class='eval-tab'><p class='note'>"
-            + ("Cancelled: the job stops after the turn it is on." if stopped else "Cancelled.") + "</p></div>")
+    return (
+        "<div class='eval-tab'><p class='note'>"
+        + ("Cancelled: the job stops after the turn it is on." if stopped else "Cancelled.")
+        + "</p></div>"
+    )
 
 
 def end_session(request: gr.Request | None = None) -> None:
@@ -80,5 +85,6 @@ def end_session(request: gr.Request | None = None) -> None:
     cancel_session(getattr(request, "session_hash", None) or handlers.current_session())
 
 
-CANCELLED = ("<div class='eval-tab'><p class='note'>Cancelled: nothing was scored. Press the button again to run it."
-             "</p></div>")
+CANCELLED = (
+    "<div class='eval-tab'><p class='note'>Cancelled: nothing was scored. Press the button again to run it.</p></div>"
+)

@@ -54,19 +54,27 @@ def caption_html(step: Step | None, index: int = -1, total: int = 0) -> str:
     """The tour's caption: which step, its one-line caption, and a style rule outlining the card to watch."""
     if step is None:
         if total:
-            return (f'<div class="tour-caption">Presenter mode: press → (or Next) to start the tour of {total} '
-                    f'example turns · ← back · Esc leaves</div>')
-        return ('<div class="tour-caption">This corpus has no example turns to tour: type a turn and press Run '
-                '(labeled turns become the tour).</div>')
+            return (
+                f'<div class="tour-caption">Presenter mode: press → (or Next) to start the tour of {total} '
+                f"example turns · ← back · Esc leaves</div>"
+            )
+        return (
+            '<div class="tour-caption">This corpus has no example turns to tour: type a turn and press Run '
+            "(labeled turns become the tour).</div>"
+        )
     watch = ""
     if step.card and _CSS_SAFE_ID.fullmatch(step.card):  # the id is data: only a plain id goes into a selector
-        watch = (f'<style>#columns .hit[data-parent="{step.card}"] {{ outline: 5px solid #ffb000; '
-                 f"outline-offset: 1px; }}</style>")
+        watch = (
+            f'<style>#columns .hit[data-parent="{step.card}"] {{ outline: 5px solid #ffb000; '
+            f"outline-offset: 1px; }}</style>"
+        )
         card = f' · watch <b class="watch">{render.esc(step.card)}</b>'
     else:
         card = ""
-    return (f'<div class="tour-caption" data-step="{index + 1}"><span class="tour-count">{index + 1}/{total}</span> '
-            f'<b>{render.esc(step.label)}</b>: {render.esc(step.caption)}{card}</div>{watch}')
+    return (
+        f'<div class="tour-caption" data-step="{index + 1}"><span class="tour-count">{index + 1}/{total}</span> '
+        f"<b>{render.esc(step.label)}</b>: {render.esc(step.caption)}{card}</div>{watch}"
+    )
 
 
 def step(direction: int, index: Any, corpus: str | None = None) -> tuple[int, Any, str]:

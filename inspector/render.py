@@ -20,12 +20,28 @@ from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, RetrievalRe
 Stage = Literal["bm25", "dense", "rrf", "reranked"]
 
 # Okabe-Ito plus four darker hues: distinct for colour-blind viewers and still saturated on a projector.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7A4FA0", "#8C6D1F",
-           "#C0392B", "#1B7F79", "#5D6D7E", "#A0522D")
+PALETTE = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#D55E00",
+    "#56B4E9",
+    "#7A4FA0",
+    "#8C6D1F",
+    "#C0392B",
+    "#1B7F79",
+    "#5D6D7E",
+    "#A0522D",
+)
 NEUTRAL = "#B0B6BE"
 BRANCH_COLORS = {"bm25": "#D55E00", "dense": "#0072B2"}
-STAGE_TITLES = {"bm25": "BM25 (lexical)", "dense": "Dense (embeddings)", "rrf": "RRF fused",
-                "reranked": "Reranked → final"}
+STAGE_TITLES = {
+    "bm25": "BM25 (lexical)",
+    "dense": "Dense (embeddings)",
+    "rrf": "RRF fused",
+    "reranked": "Reranked → final",
+}
 LEVEL_WORDS = {
     "full": "Full hybrid: BM25 + dense, fused with RRF, reranked by the cross-encoder",
     "rrf_only": "RRF only: both branches fused, no reranking",
@@ -90,8 +106,15 @@ def _merged(found: list[tuple[int, int, bool]]) -> list[tuple[int, int, bool]]:
     return out
 
 
-def highlight(text: str, terms: frozenset[str], *, tokenizer: str = "plain", lang: str = "en",
-              window: int | None = None, common: frozenset[str] = frozenset()) -> str:
+def highlight(
+    text: str,
+    terms: frozenset[str],
+    *,
+    tokenizer: str = "plain",
+    lang: str = "en",
+    window: int | None = None,
+    common: frozenset[str] = frozenset(),
+) -> str:
     """Escaped ``text`` with every token BM25 would match wrapped in ``<mark>`` (overlapping CJK bigrams in one).
 
     Args:
@@ -101,8 +124,13 @@ def highlight(text: str, terms: frozenset[str], *, tokenizer: str = "plain", lan
         window: if given, cut to about this many characters around the first match, with ellipses.
         common: terms found in many sub-chunks (low IDF): marked faintly, so the rare terms BM25 keys on stand out.
     """
-    found = _merged([(a, b, _term(tok, tokenizer, lang) in common) for a, b, tok in spans(text)
-                     if _term(tok, tokenizer, lang) in terms])
+    found = _merged(
+        [
+            (a, b, _term(tok, tokenizer, lang) in common)
+            for a, b, tok in spans(text)
+            if _term(tok, tokenizer, lang) in terms
+        ]
+    )
     rare = [f for f in found if not f[2]] or found
     start, end = 0, len(text)
     if window is not None and len(text) > window:
@@ -130,29 +158,49 @@ def highlight(text: str, terms: frozenset[str], *, tokenizer: str = "plain", lan
 
 
 # ---------------------------------------------------------------------------------------------------- rows
-def _row(*, rank: str, chunk: Chunk | None, chunk_id: str, parent_id: str, color: str, score_html: str,
-         terms: frozenset[str], tokenizer: str, consensus: bool, cut: str = "",
-         common: frozenset[str] = frozenset(), mark: str = "", extra: bool = False) -> str:
+def _row(
+    *,
+    rank: str,
+    chunk: Chunk | None,
+    chunk_id: str,
+    parent_id: str,
+    color: str,
+    score_html: str,
+    terms: frozenset[str],
+    tokenizer: str,
+    consensus: bool,
+    cut: str = "",
+    common: frozenset[str] = frozenset(),
+    mark: str = "",
+    extra: bool = False,
+) -> str:
     title = chunk.title if chunk else parent_id
     lang = chunk.lang if chunk else "en"
     title_html = highlight(title, terms, tokenizer=tokenizer, lang=lang, common=common)
-    snippet = (highlight(chunk.text, terms, tokenizer=tokenizer, lang=lang, window=SNIPPET_CHARS, common=common)
-               if chunk else "")
+    snippet = (
+        highlight(chunk.text, terms, tokenizer=tokenizer, lang=lang, window=SNIPPET_CHARS, common=common)
+        if chunk
+        else ""
+    )
     classes = "hit" + (" consensus" if consensus else "") + (" cut" if cut else "") + (" extra" if extra else "")
     badge = '<span class="both" title="found by BM25 and dense">★ both</span>' if consensus else ""
     cut_html = f'<div class="why">✂ {esc(cut)}</div>' if cut else ""
-    return (f'<div class="{classes}" style="--doc:{color}" data-chunk="{esc(chunk_id)}" '
-            f'data-parent="{esc(parent_id)}">'
-            f'<div class="hit-head"><span class="rank">{esc(rank)}</span>'
-            f'<span class="title">{title_html}</span>{badge}{mark}</div>'
-            f'<div class="hit-id">{esc(chunk_id)}</div>'
-            f'<div class="snippet">{snippet}</div>'
-            f'<div class="score">{score_html}</div>{cut_html}</div>')
+    return (
+        f'<div class="{classes}" style="--doc:{color}" data-chunk="{esc(chunk_id)}" '
+        f'data-parent="{esc(parent_id)}">'
+        f'<div class="hit-head"><span class="rank">{esc(rank)}</span>'
+        f'<span class="title">{title_html}</span>{badge}{mark}</div>'
+        f'<div class="hit-id">{esc(chunk_id)}</div>'
+        f'<div class="snippet">{snippet}</div>'
+        f'<div class="score">{score_html}</div>{cut_html}</div>'
+    )
 
 
 def _head(stage: Stage, chip: str, chip_class: str) -> str:
-    return (f'<div class="col-head"><span class="col-title">{esc(STAGE_TITLES[stage])}</span>'
-            f'<span class="chip {chip_class}">{chip}</span></div>')
+    return (
+        f'<div class="col-head"><span class="col-title">{esc(STAGE_TITLES[stage])}</span>'
+        f'<span class="chip {chip_class}">{chip}</span></div>'
+    )
 
 
 def _branch_chip(branch: BranchResult) -> tuple[str, str]:
@@ -178,11 +226,17 @@ def rrf_formula(hit: FusedHit, k: int, weights: Mapping[str, float]) -> str:
 
 
 def _fused_score_html(hit: FusedHit, result: RetrievalResult) -> str:
-    ranks = " · ".join(f"{'BM25' if n == 'bm25' else 'dense'} #{hit.branch_ranks[n]}"
-                       for n in ("bm25", "dense") if hit.branch_ranks.get(n) is not None)
+    ranks = " · ".join(
+        f"{'BM25' if n == 'bm25' else 'dense'} #{hit.branch_ranks[n]}"
+        for n in ("bm25", "dense")
+        if hit.branch_ranks.get(n) is not None
+    )
     if result.settings.get("fusion", "rrf") == "convex":
-        parts = " + ".join(f"{n} {fmt5(hit.contributions.get(n, 0.0))}" for n in ("bm25", "dense")
-                           if hit.branch_ranks.get(n) is not None)
+        parts = " + ".join(
+            f"{n} {fmt5(hit.contributions.get(n, 0.0))}"
+            for n in ("bm25", "dense")
+            if hit.branch_ranks.get(n) is not None
+        )
         formula = f"convex: {parts} = {fmt5(hit.score)}"
     else:
         formula = rrf_formula(hit, int(result.settings.get("rrf_k", 60)), result.weights)
@@ -214,8 +268,14 @@ def _empty_list(message: str) -> str:
     return f'<div class="empty">{esc(message)}</div>'
 
 
-def render_branch(result: RetrievalResult, stage: Literal["bm25", "dense"], chunks: Mapping[str, Chunk],
-                  colors: Mapping[str, str], terms: frozenset[str], common: frozenset[str] = frozenset()) -> str:
+def render_branch(
+    result: RetrievalResult,
+    stage: Literal["bm25", "dense"],
+    chunks: Mapping[str, Chunk],
+    colors: Mapping[str, str],
+    terms: frozenset[str],
+    common: frozenset[str] = frozenset(),
+) -> str:
     """One branch column: its ranked sub-chunks in its own units, or why it did not run."""
     branch = result.bm25 if stage == "bm25" else result.dense
     chip, chip_class = _branch_chip(branch)
@@ -223,33 +283,53 @@ def render_branch(result: RetrievalResult, stage: Literal["bm25", "dense"], chun
     consensus = set(result.consensus)
     body: list[str] = []
     if branch.status != "ok":
-        body.append(f'<div class="dropped"><b>{esc(STAGE_TITLES[stage])} {esc(branch.status)}</b>'
-                    f'<div>{esc(branch.reason or "no reason given")}</div></div>')
+        body.append(
+            f'<div class="dropped"><b>{esc(STAGE_TITLES[stage])} {esc(branch.status)}</b>'
+            f"<div>{esc(branch.reason or 'no reason given')}</div></div>"
+        )
     elif not branch.hits:
         body.append(_empty_list(f"0 hits: {branch.reason}" if branch.reason else "0 hits"))
     top_k = _top_k(result)
     for h in branch.hits:
         unit = f"BM25 {h.score:.2f}" if stage == "bm25" else f"cosine {h.score:.3f}"
-        body.append(_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
-                         color=colors.get(h.parent_id, NEUTRAL), score_html=esc(unit), terms=terms,
-                         tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common,
-                         extra=h.rank > top_k))
+        body.append(
+            _row(
+                rank=str(h.rank),
+                chunk=chunks.get(h.chunk_id),
+                chunk_id=h.chunk_id,
+                parent_id=h.parent_id,
+                color=colors.get(h.parent_id, NEUTRAL),
+                score_html=esc(unit),
+                terms=terms,
+                tokenizer=tokenizer,
+                consensus=h.chunk_id in consensus,
+                common=common,
+                extra=h.rank > top_k,
+            )
+        )
     return f'<div class="col col-{stage}">{_head(stage, chip, chip_class)}<div class="rows">{"".join(body)}</div></div>'
 
 
 def weight_evidence_text(ev: Mapping[str, object]) -> str:
     """The branch evidence behind adaptive weights, one line: the numbers the rule read."""
-    parts = [f"BM25 coverage {float(ev.get('coverage', 0.0)):.0%}",
-             f"{ev.get('matched', 0)}/{ev.get('terms', 0)} turn terms in the index",
-             f"BM25 top-10 drop {float(ev.get('bm25_gap', 0.0)):.0%}",
-             f"dense top-10 gap {float(ev.get('dense_gap', 0.0)):.3f}",
-             f"top-10 overlap {ev.get('overlap', 0)}/10",
-             f"language {ev.get('language', '?')}" + (" (English-only embedder)" if ev.get("english_only") else "")]
+    parts = [
+        f"BM25 coverage {float(ev.get('coverage', 0.0)):.0%}",
+        f"{ev.get('matched', 0)}/{ev.get('terms', 0)} turn terms in the index",
+        f"BM25 top-10 drop {float(ev.get('bm25_gap', 0.0)):.0%}",
+        f"dense top-10 gap {float(ev.get('dense_gap', 0.0)):.3f}",
+        f"top-10 overlap {ev.get('overlap', 0)}/10",
+        f"language {ev.get('language', '?')}" + (" (English-only embedder)" if ev.get("english_only") else ""),
+    ]
     return "branch evidence: " + " · ".join(parts)
 
 
-def render_fused(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: Mapping[str, str],
-                 terms: frozenset[str], common: frozenset[str] = frozenset()) -> str:
+def render_fused(
+    result: RetrievalResult,
+    chunks: Mapping[str, Chunk],
+    colors: Mapping[str, str],
+    terms: frozenset[str],
+    common: frozenset[str] = frozenset(),
+) -> str:
     """The fused column: each candidate's branch ranks, contributions and the RRF arithmetic."""
     tokenizer = str(result.settings.get("bm25_tokenizer", "plain"))
     consensus = set(result.consensus)
@@ -259,18 +339,32 @@ def render_fused(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
     weights = " · ".join(f"w_{n}={_num(v)}" for n, v in w.items()) if w else ""
     chip = f"k={esc(k)} · {esc(weights)}" if fusion == "rrf" else f"convex · {esc(weights)}"
     top_k = _top_k(result)
-    body = [_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
-                 color=colors.get(h.parent_id, NEUTRAL), score_html=_fused_score_html(h, result), terms=terms,
-                 tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common, extra=h.rank > top_k)
-            for h in result.fused]
+    body = [
+        _row(
+            rank=str(h.rank),
+            chunk=chunks.get(h.chunk_id),
+            chunk_id=h.chunk_id,
+            parent_id=h.parent_id,
+            color=colors.get(h.parent_id, NEUTRAL),
+            score_html=_fused_score_html(h, result),
+            terms=terms,
+            tokenizer=tokenizer,
+            consensus=h.chunk_id in consensus,
+            common=common,
+            extra=h.rank > top_k,
+        )
+        for h in result.fused
+    ]
     if not body:
         body.append(_empty_list("nothing to fuse: no branch returned a list"))
     note = f'<div class="note">{esc(result.weight_reason)}</div>' if getattr(result, "weight_reason", "") else ""
     evidence = getattr(result, "weight_evidence", None)
     if evidence:
         note += f'<div class="note evidence">{esc(weight_evidence_text(evidence))}</div>'
-    return (f'<div class="col col-rrf">{_head("rrf", chip, "ok" if result.fused else "bad")}{note}'
-            f'<div class="rows">{"".join(body)}</div></div>')
+    return (
+        f'<div class="col col-rrf">{_head("rrf", chip, "ok" if result.fused else "bad")}{note}'
+        f'<div class="rows">{"".join(body)}</div></div>'
+    )
 
 
 def _final_score_html(hit: FinalHit, result: RetrievalResult) -> str:
@@ -292,8 +386,14 @@ def _final_score_html(hit: FinalHit, result: RetrievalResult) -> str:
     return esc(" · ".join(parts))
 
 
-def render_final(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: Mapping[str, str],
-                 terms: frozenset[str], refusal: str = "", common: frozenset[str] = frozenset()) -> str:
+def render_final(
+    result: RetrievalResult,
+    chunks: Mapping[str, Chunk],
+    colors: Mapping[str, str],
+    terms: frozenset[str],
+    refusal: str = "",
+    common: frozenset[str] = frozenset(),
+) -> str:
     """The last column: kept cards after rerank, parent dedup, top_k and the threshold; cut ones greyed."""
     tokenizer = str(result.settings.get("bm25_tokenizer", "plain"))
     consensus = set(result.consensus)
@@ -311,38 +411,66 @@ def render_final(result: RetrievalResult, chunks: Mapping[str, Chunk], colors: M
         head = ""
     fused_rank = {h.chunk_id: h.rank for h in result.fused}
     for h in result.final:
-        body.append(_row(rank=str(h.rank), chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
-                         color=colors.get(h.parent_id, NEUTRAL), score_html=_final_score_html(h, result),
-                         terms=terms, tokenizer=tokenizer, consensus=h.chunk_id in consensus, common=common,
-                         mark=move_mark(fused_rank.get(h.chunk_id), h.rank)))
+        body.append(
+            _row(
+                rank=str(h.rank),
+                chunk=chunks.get(h.chunk_id),
+                chunk_id=h.chunk_id,
+                parent_id=h.parent_id,
+                color=colors.get(h.parent_id, NEUTRAL),
+                score_html=_final_score_html(h, result),
+                terms=terms,
+                tokenizer=tokenizer,
+                consensus=h.chunk_id in consensus,
+                common=common,
+                mark=move_mark(fused_rank.get(h.chunk_id), h.rank),
+            )
+        )
     for h in result.cut:
-        body.append(_row(rank="–", chunk=chunks.get(h.chunk_id), chunk_id=h.chunk_id, parent_id=h.parent_id,
-                         color=colors.get(h.parent_id, NEUTRAL), score_html=_final_score_html(h, result),
-                         terms=terms, tokenizer=tokenizer, consensus=h.chunk_id in consensus, cut=h.cut_reason,
-                         common=common))
+        body.append(
+            _row(
+                rank="–",
+                chunk=chunks.get(h.chunk_id),
+                chunk_id=h.chunk_id,
+                parent_id=h.parent_id,
+                color=colors.get(h.parent_id, NEUTRAL),
+                score_html=_final_score_html(h, result),
+                terms=terms,
+                tokenizer=tokenizer,
+                consensus=h.chunk_id in consensus,
+                cut=h.cut_reason,
+                common=common,
+            )
+        )
     if not result.final and not result.cut and not result.refused:
         body.append(_empty_list("no candidate"))
     if head:  # after the cards: the first card stays at the top of the column
         body.append(f'<div class="note">{esc(head)}</div>')
     if result.reranked:
-        rows = "".join(f"<tr><td>{r.rank}</td><td>{esc(r.chunk_id)}</td><td>{r.score:.3f}</td>"
-                       f"<td>#{r.fused_rank}</td></tr>" for r in result.reranked)
-        body.append('<details class="scores"><summary>cross-encoder scores (sub-chunk level)</summary>'
-                    '<table><tr><th>#</th><th>sub-chunk</th><th>logit</th><th>fused</th></tr>'
-                    f"{rows}</table></details>")
-    return (f'<div class="col col-reranked">{_head("reranked", chip, "bad" if result.refused else "ok")}'
-            f'<div class="rows">{"".join(body)}</div></div>')
+        rows = "".join(
+            f"<tr><td>{r.rank}</td><td>{esc(r.chunk_id)}</td><td>{r.score:.3f}</td><td>#{r.fused_rank}</td></tr>"
+            for r in result.reranked
+        )
+        body.append(
+            '<details class="scores"><summary>cross-encoder scores (sub-chunk level)</summary>'
+            "<table><tr><th>#</th><th>sub-chunk</th><th>logit</th><th>fused</th></tr>"
+            f"{rows}</table></details>"
+        )
+    return (
+        f'<div class="col col-reranked">{_head("reranked", chip, "bad" if result.refused else "ok")}'
+        f'<div class="rows">{"".join(body)}</div></div>'
+    )
 
 
 def placeholder(stage: Stage, text: str = "Run a turn to fill this column.") -> str:
     """An empty column before the first run (or after a rejected turn)."""
-    return (f'<div class="col col-{stage}">{_head(stage, "–", "idle")}'
-            f'<div class="rows">{_empty_list(text)}</div></div>')
+    return f'<div class="col col-{stage}">{_head(stage, "–", "idle")}<div class="rows">{_empty_list(text)}</div></div>'
 
 
 # ----------------------------------------------------------------------------------------- status, panels
-def render_status(result: RetrievalResult, terms: frozenset[str] = frozenset(),
-                  common: frozenset[str] = frozenset()) -> str:
+def render_status(
+    result: RetrievalResult, terms: frozenset[str] = frozenset(), common: frozenset[str] = frozenset()
+) -> str:
     """The level badge with its reason in words, branch states, per-stage timings and the highlight legend."""
     level = result.hybrid_path
     branches = []
@@ -350,32 +478,43 @@ def render_status(result: RetrievalResult, terms: frozenset[str] = frozenset(),
         label = "BM25" if b.name == "bm25" else "Dense"
         state = "ok" if b.status == "ok" else b.status
         why = f": {b.reason}" if b.status != "ok" and b.reason else ""
-        branches.append(f'<span class="chip {"ok" if b.status == "ok" else "bad"}">{esc(label)} {esc(state)}'
-                        f'{esc(why)}</span>')
+        branches.append(
+            f'<span class="chip {"ok" if b.status == "ok" else "bad"}">{esc(label)} {esc(state)}{esc(why)}</span>'
+        )
     rerank = "ok" if result.reranked else (result.reranker_status or "not run")
     branches.append(f'<span class="chip {"ok" if result.reranked else "bad"}">reranker {esc(rerank)}</span>')
     timings = timing_summary(result.timings_ms)
     all_timings = " · ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    return (f'<div class="status level-{esc(level)}"><div class="status-top">'
-            f'<span class="badge">{esc(level)}</span>'
-            f'<span class="level-words">{esc(LEVEL_WORDS.get(level, level))}</span></div>'
-            f'<div class="turn-why"><div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>'
-            f'{_why(result.reason)}</div>{_typed(result)}{render_refusal(result)}'
-            f'<div class="facts"><div class="chips">{"".join(branches)}</div>'
-            f'<div class="timings"><span title="{esc(all_timings)}">{esc(timings)}</span> '
-            f'<span class="hint">(≈0 ms = cached)</span>'
-            f"</div>{_legend(terms, common)}</div></div>")
+    return (
+        f'<div class="status level-{esc(level)}"><div class="status-top">'
+        f'<span class="badge">{esc(level)}</span>'
+        f'<span class="level-words">{esc(LEVEL_WORDS.get(level, level))}</span></div>'
+        f'<div class="turn-why"><div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>'
+        f"{_why(result.reason)}</div>{_typed(result)}{render_refusal(result)}"
+        f'<div class="facts"><div class="chips">{"".join(branches)}</div>'
+        f'<div class="timings"><span title="{esc(all_timings)}">{esc(timings)}</span> '
+        f'<span class="hint">(≈0 ms = cached)</span>'
+        f"</div>{_legend(terms, common)}</div></div>"
+    )
 
 
 # The badge's one-line timing summary: the stages a person compares (each stage's own time is in the tooltip).
-TIMING_GROUPS = (("BM25", ("bm25",)), ("dense", ("embed_query", "chroma_query", "dense")), ("fusion", ("fusion",)),
-                 ("rerank", ("rerank",)), ("total", ("total",)))
+TIMING_GROUPS = (
+    ("BM25", ("bm25",)),
+    ("dense", ("embed_query", "chroma_query", "dense")),
+    ("fusion", ("fusion",)),
+    ("rerank", ("rerank",)),
+    ("total", ("total",)),
+)
 
 
 def timing_summary(timings: Mapping[str, float]) -> str:
     """``BM25 0.4 · dense 31.2 · fusion 0.3 · rerank 290.1 · total 325.0 ms`` (stages that did not run left out)."""
-    parts = [f"{label} {sum(timings[k] for k in keys if k in timings):.1f}"
-             for label, keys in TIMING_GROUPS if any(k in timings for k in keys)]
+    parts = [
+        f"{label} {sum(timings[k] for k in keys if k in timings):.1f}"
+        for label, keys in TIMING_GROUPS
+        if any(k in timings for k in keys)
+    ]
     return "timings: " + " · ".join(parts) + " ms" if parts else "timings: –"
 
 
@@ -387,23 +526,28 @@ def render_refusal(result: RetrievalResult) -> str:
         return ""
     rows = "".join(
         f'<li class="{"pass" if t.passed else "fail"}">{"✓" if t.passed else "✗"} {esc(t.sentence)}'
-        f'{esc(_threshold_origin(t.name, result.settings))}</li>'
-        for t in decision.tests)
+        f"{esc(_threshold_origin(t.name, result.settings))}</li>"
+        for t in decision.tests
+    )
     missing = "".join(f'<li class="unavailable">– {esc(u)}</li>' for u in decision.unavailable)
     missing += "".join(f'<li class="note">· {esc(n)}</li>' for n in getattr(decision, "notes", ()))
     source = getattr(decision, "thresholds", "defaults")
     if source and source != "defaults":  # a corpus's own calibration chose the thresholds: say so
         missing += f'<li class="thresholds">thresholds {esc(source)}</li>'
     verdict = "refused" if decision.refused else "answered"
-    return (f'<details class="refusal-evidence {verdict}" {"open" if decision.refused else ""}><summary>Refusal rule '
-            f'({esc(decision.rule)}): <b>{verdict}</b>: {esc(decision.reason)}</summary>'
-            f'<ul>{rows}{missing}</ul></details>')
+    return (
+        f'<details class="refusal-evidence {verdict}" {"open" if decision.refused else ""}><summary>Refusal rule '
+        f"({esc(decision.rule)}): <b>{verdict}</b>: {esc(decision.reason)}</summary>"
+        f"<ul>{rows}{missing}</ul></details>"
+    )
 
 
 # The refusal rule's cosine tests compare against MIN_SIMILARITY plus a margin (retrieval.pipeline builds the
 # thresholds): the badge says where a number such as 0.64 comes from, since the slider shows only MIN_SIMILARITY.
-_MARGINS = {"cosine rescue": ("refusal_rescue_margin", "REFUSAL_RESCUE_MARGIN"),
-            "cosine": ("refusal_fallback_margin", "REFUSAL_FALLBACK_MARGIN")}
+_MARGINS = {
+    "cosine rescue": ("refusal_rescue_margin", "REFUSAL_RESCUE_MARGIN"),
+    "cosine": ("refusal_fallback_margin", "REFUSAL_FALLBACK_MARGIN"),
+}
 
 
 def _threshold_origin(test: str, settings: Mapping[str, object]) -> str:
@@ -423,18 +567,23 @@ def _typed(result: RetrievalResult) -> str:
     typed = getattr(result, "typed_query", "")
     if not typed:
         return ""
-    return (f'<div class="turn typed">normalised from what was typed: <code>{esc(reveal_invisible(typed))}</code> '
-            f'({esc(normalisation_note(typed))})</div>')
+    return (
+        f'<div class="turn typed">normalised from what was typed: <code>{esc(reveal_invisible(typed))}</code> '
+        f"({esc(normalisation_note(typed))})</div>"
+    )
 
 
 def _legend(terms: frozenset[str], common: frozenset[str]) -> str:
     if not terms:
         return ""
     rare = sorted(terms - common)
-    common_html = (f' · <mark class="common">common</mark> (in &gt; {COMMON_SHARE:.0%} of sub-chunks, low IDF): '
-                   f"{esc(', '.join(sorted(common)))}" if common else "")
-    return (f'<div class="legend">BM25 query terms: <mark>rare</mark>: {esc(", ".join(rare)) or "–"}'
-            f"{common_html}</div>")
+    common_html = (
+        f' · <mark class="common">common</mark> (in &gt; {COMMON_SHARE:.0%} of sub-chunks, low IDF): '
+        f"{esc(', '.join(sorted(common)))}"
+        if common
+        else ""
+    )
+    return f'<div class="legend">BM25 query terms: <mark>rare</mark>: {esc(", ".join(rare)) or "–"}{common_html}</div>'
 
 
 def _why(reason: str) -> str:
@@ -447,24 +596,30 @@ def render_pending_status(result: RetrievalResult, pairs: int) -> str:
     """The badge while the cross-encoder works (a streamed turn's first step): the branches and fusion are on
     screen; the level so far is ``rrf_only`` until the reranked list arrives."""
     ready = sum(v for k, v in result.timings_ms.items() if k in {"bm25", "dense", "fusion"})
-    return (f'<div class="status level-pending" data-step="fused"><div class="status-top">'
-            f'<span class="badge">rrf_only …</span>'
-            f'<span class="level-words">so far: BM25 + dense fused with RRF (ready in {ready:.0f} ms); the '
-            f'cross-encoder is scoring {pairs} pairs</span></div>'
-            f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}</div>')
+    return (
+        f'<div class="status level-pending" data-step="fused"><div class="status-top">'
+        f'<span class="badge">rrf_only …</span>'
+        f'<span class="level-words">so far: BM25 + dense fused with RRF (ready in {ready:.0f} ms); the '
+        f"cross-encoder is scoring {pairs} pairs</span></div>"
+        f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}</div>'
+    )
 
 
 def pending_column(pairs: int) -> str:
     """The reranked column while the cross-encoder scores the fused head."""
-    return (f'<div class="col col-reranked pending">{_head("reranked", "scoring…", "idle")}'
-            f'<div class="rows"><div class="empty scoring">scoring {pairs} pairs with the cross-encoder…</div>'
-            f"</div></div>")
+    return (
+        f'<div class="col col-reranked pending">{_head("reranked", "scoring…", "idle")}'
+        f'<div class="rows"><div class="empty scoring">scoring {pairs} pairs with the cross-encoder…</div>'
+        f"</div></div>"
+    )
 
 
 def status_placeholder(text: str = "Type a turn and press Run.") -> str:
     """The badge area before a run, or when a turn was rejected."""
-    return f'<div class="status level-idle"><div class="status-top"><span class="badge">idle</span>' \
-           f'<span class="level-words">{esc(text)}</span></div></div>'
+    return (
+        f'<div class="status level-idle"><div class="status-top"><span class="badge">idle</span>'
+        f'<span class="level-words">{esc(text)}</span></div></div>'
+    )
 
 
 def render_message(text: str, kind: Literal["error", "info"] = "error") -> str:
@@ -504,8 +659,13 @@ def render_explain(result: RetrievalResult, chunk_id: str, chunks: Mapping[str, 
         rows.append(("RRF fused", f"#{fused.rank}", how))
     reranked = next((h for h in result.reranked if h.chunk_id == chunk_id), None)
     if reranked is not None:
-        rows.append(("Reranked", f"#{reranked.rank}",
-                     f"cross-encoder logit {reranked.score:.3f} (was fused #{reranked.fused_rank})"))
+        rows.append(
+            (
+                "Reranked",
+                f"#{reranked.rank}",
+                f"cross-encoder logit {reranked.score:.3f} (was fused #{reranked.fused_rank})",
+            )
+        )
     elif result.reranked:
         rows.append(("Reranked", "–", f"outside the {len(result.reranked)} candidates the cross-encoder scored"))
     else:
@@ -523,8 +683,10 @@ def render_explain(result: RetrievalResult, chunk_id: str, chunks: Mapping[str, 
     else:
         rows.append(("Final", "–", "the card never reached the final list"))
     body = "".join(f"<tr><th>{esc(a)}</th><td class='r'>{esc(b)}</td><td>{esc(c)}</td></tr>" for a, b, c in rows)
-    return (f'<div class="explain"><div class="explain-title">{esc(title)} <code>{esc(chunk_id)}</code></div>'
-            f"<table>{body}</table></div>")
+    return (
+        f'<div class="explain"><div class="explain-title">{esc(title)} <code>{esc(chunk_id)}</code></div>'
+        f"<table>{body}</table></div>"
+    )
 
 
 def render_explain_placeholder() -> str:
@@ -552,14 +714,19 @@ def explain_choices(result: RetrievalResult, chunks: Mapping[str, Chunk]) -> lis
 def render_context(ctx: Context) -> str:
     """The context block as the language model would receive it, the budget used, and what was dropped."""
     if ctx.refused:
-        head = (f'<div class="ctx-head bad">Refusal ({esc(ctx.reason)}): the assistant answers with this text '
-                f"and cites nothing.</div>")
+        head = (
+            f'<div class="ctx-head bad">Refusal ({esc(ctx.reason)}): the assistant answers with this text '
+            f"and cites nothing.</div>"
+        )
     else:
-        head = (f'<div class="ctx-head">{len(ctx.cards)} card(s) · ≈{ctx.tokens} of {ctx.budget} tokens '
-                f'<span class="hint">(tokens ≈ whitespace words × 1.3, tags included)</span></div>')
+        head = (
+            f'<div class="ctx-head">{len(ctx.cards)} card(s) · ≈{ctx.tokens} of {ctx.budget} tokens '
+            f'<span class="hint">(tokens ≈ whitespace words × 1.3, tags included)</span></div>'
+        )
     dropped = ""
     if ctx.dropped:
-        items = "".join(f"<li>#{d.rank} {esc(d.title)} <code>{esc(d.card_id)}</code>: {esc(d.reason)}</li>"
-                        for d in ctx.dropped)
+        items = "".join(
+            f"<li>#{d.rank} {esc(d.title)} <code>{esc(d.card_id)}</code>: {esc(d.reason)}</li>" for d in ctx.dropped
+        )
         dropped = f'<div class="ctx-dropped"><b>Dropped for the budget</b><ul>{items}</ul></div>'
     return f'<div class="context">{head}<pre class="ctx-text">{esc(ctx.text)}</pre>{dropped}</div>'

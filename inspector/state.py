@@ -62,8 +62,11 @@ def encode(state: PageState, defaults: Mapping[str, Any]) -> str:
         preset = preset_values(state.preset, state.a, defaults) if state.preset in PRESETS else defaults
         if state.preset in PRESETS:
             pairs.append((PRESET, state.preset))
-        pairs += [(B_PREFIX + name, _text(state.b[name])) for name in CONTROLS
-                  if name in state.b and (state.b[name] != defaults[name] or state.b[name] != preset[name])]
+        pairs += [
+            (B_PREFIX + name, _text(state.b[name]))
+            for name in CONTROLS
+            if name in state.b and (state.b[name] != defaults[name] or state.b[name] != preset[name])
+        ]
     if state.doc:
         pairs.append((DOC, state.doc))
     return "?" + urlencode(pairs) if pairs else ""
@@ -74,8 +77,11 @@ def parse_query_string(query_string: str) -> list[tuple[str, str]]:
     return parse_qsl(query_string.lstrip("?"), keep_blank_values=True)
 
 
-def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapping[str, Any],
-           allowed: Mapping[str, Sequence[Any]] | None = None) -> tuple[PageState, list[str]]:
+def decode(
+    params: Mapping[str, str] | Iterable[tuple[str, str]],
+    defaults: Mapping[str, Any],
+    allowed: Mapping[str, Sequence[Any]] | None = None,
+) -> tuple[PageState, list[str]]:
     """A ``PageState`` from URL parameters and the problems found (each in words, the value ignored).
 
     ``allowed`` restricts a control to a list of values (e.g. the embedding models this server offers).
@@ -110,7 +116,7 @@ def decode(params: Mapping[str, str] | Iterable[tuple[str, str]], defaults: Mapp
             else:
                 problems.append(f"b={raw[:80]!r} is not a preset: ignored, B starts from the defaults.")
         elif key.startswith(B_PREFIX):
-            b_changes.append((key[len(B_PREFIX):], raw))
+            b_changes.append((key[len(B_PREFIX) :], raw))
             state.compare = True
         else:
             _apply(state.a, key, raw, defaults, allowed, problems, "")
@@ -128,8 +134,15 @@ def _flag(raw: str) -> bool | None:
     return True if low in {"1", "true", "yes", "on"} else False if low in {"0", "false", "no", "off"} else None
 
 
-def _apply(target: dict[str, Any], key: str, raw: str, defaults: Mapping[str, Any],
-           allowed: Mapping[str, Sequence[Any]] | None, problems: list[str], prefix: str) -> None:
+def _apply(
+    target: dict[str, Any],
+    key: str,
+    raw: str,
+    defaults: Mapping[str, Any],
+    allowed: Mapping[str, Sequence[Any]] | None,
+    problems: list[str],
+    prefix: str,
+) -> None:
     spec = knob_for(key)
     if spec is None or spec.name not in CONTROLS:
         problems.append(f"unknown link parameter {(prefix + key)[:80]!r} ignored: no control has that name.")
@@ -137,11 +150,9 @@ def _apply(target: dict[str, Any], key: str, raw: str, defaults: Mapping[str, An
     try:
         value = spec.coerce(spec.parse(raw))
         if allowed and spec.name in allowed and value not in allowed[spec.name]:
-            raise ValueError(f"{spec.env}={raw[:80]!r} is not available here (the page's menu lists those that "
-                             "are).")
+            raise ValueError(f"{spec.env}={raw[:80]!r} is not available here (the page's menu lists those that are).")
     except ValueError as exc:
-        problems.append(f"link parameter {prefix + key}: {exc} The default "
-                        f"{_text(defaults[spec.name])} is used.")
+        problems.append(f"link parameter {prefix + key}: {exc} The default {_text(defaults[spec.name])} is used.")
         return
     target[spec.name] = value
 

@@ -17,8 +17,18 @@ from gradio.context import get_blocks_context
 from gradio.events import EventListenerMethod
 from gradio.utils import get_cancelled_fn_indices
 
-from inspector import (compare_eval, compare_view, corpus_words, data_tab, handlers, jobs, presenter, render,
-                       uploads, why_view)
+from inspector import (
+    compare_eval,
+    compare_view,
+    corpus_words,
+    data_tab,
+    handlers,
+    jobs,
+    presenter,
+    render,
+    uploads,
+    why_view,
+)
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from retrieval.formats import Limits
@@ -66,21 +76,32 @@ def launch_options() -> dict[str, Any]:
     limit and the middleware that refuses uploads."""
     from starlette.middleware import Middleware
 
-    theme = gr.themes.Default(primary_hue="blue", neutral_hue="slate",
-                              font=["ui-sans-serif", "system-ui", "sans-serif"],
-                              font_mono=["ui-monospace", "Consolas", "monospace"])
+    theme = gr.themes.Default(
+        primary_hue="blue",
+        neutral_hue="slate",
+        font=["ui-sans-serif", "system-ui", "sans-serif"],
+        font_mono=["ui-monospace", "Consolas", "monospace"],
+    )
     # run_history=False: Gradio 6 otherwise keeps every run's inputs, outputs and component configs in the
     # browser's localStorage (up to 100 runs), re-reading and re-writing the whole list on every message of every
     # run: each turn's ~250 KB of columns and charts made every later turn slower (fused list 180 -> 650 ms over 30
     # turns, not reset by a reload), and it left the turns typed on a shared screen readable by the next person.
-    return {"css": CSS, "theme": theme, "max_file_size": MAX_FILE_SIZE, "js": presenter.KEYS_JS, "head": HEAD,
-            "run_history": False, "app_kwargs": {"middleware": [Middleware(RefuseUploads)]}}
+    return {
+        "css": CSS,
+        "theme": theme,
+        "max_file_size": MAX_FILE_SIZE,
+        "js": presenter.KEYS_JS,
+        "head": HEAD,
+        "run_history": False,
+        "app_kwargs": {"middleware": [Middleware(RefuseUploads)]},
+    }
 
 
 def build_app() -> gr.Blocks:
     """The whole page: the Inspector tab, the RRF classroom and the Evaluation tab."""
-    with gr.Blocks(title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False,
-                   delete_cache=DELETE_CACHE) as app:
+    with gr.Blocks(
+        title="Hybrid retrieval inspector", fill_width=True, analytics_enabled=False, delete_cache=DELETE_CACHE
+    ) as app:
         # kept in presenter mode, reduced to its warning: the projected cards look medical (head.css)
         banner = gr.HTML(corpus_words.banner(corpus_words.words_for(None)), elem_id="banner")
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
@@ -103,8 +124,7 @@ def build_app() -> gr.Blocks:
 
 
 # ------------------------------------------------------------------------------------------------ the tab
-def build_inspector_tab(corpus: gr.Textbox | None = None,
-                        banner: gr.HTML | None = None) -> Callable[[gr.Blocks], None]:
+def build_inspector_tab(corpus: gr.Textbox | None = None, banner: gr.HTML | None = None) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
     to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it); ``banner``, the
     page's banner, follows it.
@@ -135,8 +155,12 @@ def build_inspector_tab(corpus: gr.Textbox | None = None,
     if corpus is not None:
         # One read of the corpus's words for everything that speaks them (the banner too, when the page has one).
         changed = [examples.dataset, query, hint, tour["index"], tour["caption"], *([banner] if banner else [])]
-        corpus.change(functools.partial(_corpus_changed, with_banner=banner is not None), corpus, changed,
-                      api_visibility="private")
+        corpus.change(
+            functools.partial(_corpus_changed, with_banner=banner is not None),
+            corpus,
+            changed,
+            api_visibility="private",
+        )
 
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
         apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
@@ -152,12 +176,16 @@ def build_inspector_tab(corpus: gr.Textbox | None = None,
 
 # The three controls a presenter turns in front of people stay next to the turn; the rest sit in the drawer, grouped.
 HEADLINE = ("rrf_k", "hybrid_enabled", "simulate_reranker_failure")
-HEADLINE_LAYOUT = {"rrf_k": dict(scale=2, min_width=170, label="RRF k"),
-                   "hybrid_enabled": dict(scale=0, min_width=110, label="Hybrid on"),
-                   "simulate_reranker_failure": dict(scale=0, min_width=156, label="Reranker fails (simulated)")}
+HEADLINE_LAYOUT = {
+    "rrf_k": dict(scale=2, min_width=170, label="RRF k"),
+    "hybrid_enabled": dict(scale=0, min_width=110, label="Hybrid on"),
+    "simulate_reranker_failure": dict(scale=0, min_width=156, label="Reranker fails (simulated)"),
+}
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Branches and fusion", ("top_k", "candidate_multiplier", "bm25_weight", "dense_weight", "fusion",
-                             "query_weighting", "bm25_tokenizer")),
+    (
+        "Branches and fusion",
+        ("top_k", "candidate_multiplier", "bm25_weight", "dense_weight", "fusion", "query_weighting", "bm25_tokenizer"),
+    ),
     ("Reranker", ("reranker_max_input", "rerank_mode", "rerank_weight")),
     ("Refusal and context", ("min_similarity", "context_token_budget")),
     ("Failure simulation", ("simulate_empty_bm25",)),
@@ -165,16 +193,24 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def _turn_row(words: corpus_words.CorpusWords) -> tuple[gr.Textbox, gr.Button, dict[str, Any], gr.Checkbox,
-                                                        gr.Button]:
+def _turn_row(words: corpus_words.CorpusWords) -> tuple[gr.Textbox, gr.Button, dict[str, Any], gr.Checkbox, gr.Button]:
     """The turn box, Run, the headline controls, the presenter toggle and the button that opens the drawer."""
     d = handlers.default_controls()
     with gr.Row(equal_height=True, elem_id="turn-row", elem_classes=["no-present"]):
-        query = gr.Textbox(label=corpus_words.turn_label(words), elem_id="query", lines=1, max_lines=3, scale=5,
-                           min_width=220, autofocus=True, placeholder=words.placeholder)
+        query = gr.Textbox(
+            label=corpus_words.turn_label(words),
+            elem_id="query",
+            lines=1,
+            max_lines=3,
+            scale=5,
+            min_width=220,
+            autofocus=True,
+            placeholder=words.placeholder,
+        )
         run = gr.Button("Run ▶", variant="primary", elem_id="run", scale=0, min_width=90)
-        headline = {name: control_widget(handlers.KNOBS[name], d[name], **HEADLINE_LAYOUT.get(name, {}))
-                    for name in HEADLINE}
+        headline = {
+            name: control_widget(handlers.KNOBS[name], d[name], **HEADLINE_LAYOUT.get(name, {})) for name in HEADLINE
+        }
         with gr.Column(scale=0, min_width=120, elem_id="turn-row-end"):
             present = gr.Checkbox(False, label="Presenter mode", elem_id="present-on")
             open_controls = gr.Button("⚙ All controls", elem_id="open-controls", size="sm")
@@ -186,8 +222,10 @@ def _drawer() -> tuple[gr.Sidebar, dict[str, gr.components.Component]]:
     d = handlers.default_controls()
     c: dict[str, gr.components.Component] = {}
     with gr.Sidebar(open=False, label="Controls", elem_id="controls-drawer", width=340) as sidebar:
-        gr.Markdown("**Controls**: each change re-runs the turn from cache (no model runs unless a list changes).",
-                    elem_id="drawer-help")
+        gr.Markdown(
+            "**Controls**: each change re-runs the turn from cache (no model runs unless a list changes).",
+            elem_id="drawer-help",
+        )
         for title, names in GROUPS:
             with gr.Accordion(title, open=True, elem_id="group-" + title.lower().replace(" ", "-")):
                 for name in names:
@@ -201,9 +239,14 @@ def _drawer() -> tuple[gr.Sidebar, dict[str, gr.components.Component]]:
 def _examples(query: gr.Textbox, words: corpus_words.CorpusWords) -> gr.Examples:
     """The active corpus's example turns (the curated ones on the shipped cards; its labeled turns otherwise)."""
     samples, labels = corpus_words.example_samples(words)
-    return gr.Examples(examples=samples or [[""]], inputs=[query], label="Examples (click to run)",
-                       example_labels=labels or ["(none)"], elem_id="examples",
-                       examples_per_page=corpus_words.MAX_EXAMPLES)
+    return gr.Examples(
+        examples=samples or [[""]],
+        inputs=[query],
+        label="Examples (click to run)",
+        example_labels=labels or ["(none)"],
+        elem_id="examples",
+        examples_per_page=corpus_words.MAX_EXAMPLES,
+    )
 
 
 def _corpus_changed(corpus: str | None, with_banner: bool = False) -> tuple[Any, ...]:
@@ -211,10 +254,13 @@ def _corpus_changed(corpus: str | None, with_banner: bool = False) -> tuple[Any,
     examples, the hint, the tour and (``with_banner``) the banner, from one read of its words."""
     words = corpus_words.words_for(corpus)
     samples, labels = corpus_words.example_samples(words)
-    return (gr.Dataset(samples=samples, sample_labels=labels or None),
-            gr.Textbox(placeholder=words.placeholder, label=corpus_words.turn_label(words)),
-            corpus_words.hint_html(words), *presenter.reset(words),
-            *([corpus_words.banner(words)] if with_banner else []))
+    return (
+        gr.Dataset(samples=samples, sample_labels=labels or None),
+        gr.Textbox(placeholder=words.placeholder, label=corpus_words.turn_label(words)),
+        corpus_words.hint_html(words),
+        *presenter.reset(words),
+        *([corpus_words.banner(words)] if with_banner else []),
+    )
 
 
 def _tour_bar(words: corpus_words.CorpusWords) -> dict[str, Any]:
@@ -248,8 +294,9 @@ def control_widget(spec: Knob, value: Any, **layout: Any) -> gr.components.Compo
         return gr.Radio(list(spec.choices), **common)
     if spec.kind in {"int", "float"}:
         if (spec.hi - spec.lo) / (spec.step or 1) > NUMBER_BOX_STEPS:
-            return gr.Number(minimum=spec.lo, maximum=spec.hi, step=spec.step, precision=0 if spec.kind == "int"
-                             else None, **common)
+            return gr.Number(
+                minimum=spec.lo, maximum=spec.hi, step=spec.step, precision=0 if spec.kind == "int" else None, **common
+            )
         return gr.Slider(spec.lo, spec.hi, step=spec.step, **common)
     raise ValueError(f"no widget for control {spec.name!r} of kind {spec.kind!r}")
 
@@ -276,13 +323,13 @@ def _details(o: dict[str, Any]) -> None:
             o["k_sensitivity"] = gr.Plot(label="k sensitivity", elem_id="chart-k-sensitivity")
             with gr.Column():
                 gr.Markdown("### Explain one document")
-                o["explain_doc"] = gr.Dropdown(choices=[], value=None, label="Document (sub-chunk)",
-                                               elem_id="explain-doc", interactive=True)
+                o["explain_doc"] = gr.Dropdown(
+                    choices=[], value=None, label="Document (sub-chunk)", elem_id="explain-doc", interactive=True
+                )
                 o["explain"] = gr.HTML(render.render_explain_placeholder(), elem_id="explain")
         gr.Markdown("### Context handed to the language model")
         o["context"] = gr.HTML(render.render_message("Run a turn to build the context.", "info"), elem_id="context")
-        o["export"] = gr.DownloadButton("⬇ Export this turn (JSON)", value=None, elem_id="export",
-                                        variant="secondary")
+        o["export"] = gr.DownloadButton("⬇ Export this turn (JSON)", value=None, elem_id="export", variant="secondary")
     o["last_turn"] = gr.State(None)
     missing = set(handlers.TurnView._fields) - set(o)
     if missing:
@@ -302,8 +349,16 @@ def _cancel_slot(trigger: Any = None, after: Any = None) -> Any:
     else:
         targets, trigger_after = [EventListenerMethod(None, "then")], get_cancelled_fn_indices([after])[0]
     block_fn, _ = get_blocks_context().set_event_trigger(
-        targets, fn=None, inputs=None, outputs=None, queue=False, preprocess=False, api_visibility="private",
-        is_cancel_function=True, trigger_after=trigger_after)
+        targets,
+        fn=None,
+        inputs=None,
+        outputs=None,
+        queue=False,
+        preprocess=False,
+        api_visibility="private",
+        is_cancel_function=True,
+        trigger_after=trigger_after,
+    )
     return block_fn
 
 
@@ -321,13 +376,21 @@ def turn_seq_js(n: int) -> str:
     """The JS run in the page before a turn event with ``n`` inputs: its last input becomes the page's count of turn
     actions so far (``handlers.newest_only`` compares them). The function may also be given the outputs' values;
     only the first ``n`` are the inputs."""
-    return ("(...values) => { window.__turnSeq = (window.__turnSeq || 0) + 1; "
-            f"const inputs = values.slice(0, {n}); inputs[{n - 1}] = window.__turnSeq; return inputs; }}")
+    return (
+        "(...values) => { window.__turnSeq = (window.__turnSeq || 0) + 1; "
+        f"const inputs = values.slice(0, {n}); inputs[{n - 1}] = window.__turnSeq; return inputs; }}"
+    )
 
 
-def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: dict[str, Any],
-          o: dict[str, Any], corpus: gr.Textbox | None = None,
-          tour: dict[str, Any] | None = None) -> tuple[list[Any], list[Any]]:
+def _wire(
+    query: gr.Textbox,
+    run: gr.Button,
+    examples: gr.Examples,
+    controls: dict[str, Any],
+    o: dict[str, Any],
+    corpus: gr.Textbox | None = None,
+    tour: dict[str, Any] | None = None,
+) -> tuple[list[Any], list[Any]]:
     """Wire the turn events; returns the cancel slots (see ``_newest_wins``) and the events that end a turn (its
     details), after each of which compare mode and the share link refresh.
 
@@ -346,16 +409,31 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     seq = gr.Number(0, visible=False, elem_id="turn-seq")  # stamped by turn_seq_js: see handlers.newest_only
 
     def streamed(fn: Any, turn_inputs: list[Any], explained: bool) -> dict[str, Any]:  # a turn event's arguments
-        return dict(fn=handlers.newest_only(fn, explained), inputs=[*turn_inputs, seq],
-                    js=turn_seq_js(len(turn_inputs) + 1),
-                    outputs=[o[name] for name in handlers.COLUMNS], concurrency_id="turn", concurrency_limit=4,
-                    preprocess=False, show_progress="hidden", trigger_mode="multiple", api_visibility="private")
+        return dict(
+            fn=handlers.newest_only(fn, explained),
+            inputs=[*turn_inputs, seq],
+            js=turn_seq_js(len(turn_inputs) + 1),
+            outputs=[o[name] for name in handlers.COLUMNS],
+            concurrency_id="turn",
+            concurrency_limit=4,
+            preprocess=False,
+            show_progress="hidden",
+            trigger_mode="multiple",
+            api_visibility="private",
+        )
 
     turn = streamed(handlers.stream_turn, [*inputs, *tail], explained=False)
     rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail], explained=True)
-    details = dict(fn=handlers.newest_details(handlers.turn_details), inputs=[*inputs, o["explain_doc"], *tail],
-                   outputs=[o[name] for name in handlers.DETAILS], concurrency_id="turn", concurrency_limit=4,
-                   preprocess=False, show_progress="hidden", api_visibility="private")
+    details = dict(
+        fn=handlers.newest_details(handlers.turn_details),
+        inputs=[*inputs, o["explain_doc"], *tail],
+        outputs=[o[name] for name in handlers.DETAILS],
+        concurrency_id="turn",
+        concurrency_limit=4,
+        preprocess=False,
+        show_progress="hidden",
+        api_visibility="private",
+    )
     slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
@@ -370,8 +448,15 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     # The API: the whole turn in one call (a hidden button: the page's Run streams, below)
     api = gr.Button(visible=False, elem_id="run-turn-api")
     slots.append(_cancel_slot(api.click))  # never clicked in the page; like every writer of the badge, guarded
-    api.click(handlers.run_turn, [*inputs, *tail], [o[name] for name in handlers.TurnView._fields],
-              api_name="run_turn", concurrency_id="turn", concurrency_limit=4, preprocess=False)
+    api.click(
+        handlers.run_turn,
+        [*inputs, *tail],
+        [o[name] for name in handlers.TurnView._fields],
+        api_name="run_turn",
+        concurrency_id="turn",
+        concurrency_limit=4,
+        preprocess=False,
+    )
     # Streamed: BM25, dense and the fused list first, then the reranked column (handlers.stream_turn).
     newest(run.click, turn)
     newest(query.submit, turn)
@@ -379,13 +464,20 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
     then_turn(examples.load_input_event)
     if tour is not None:
         for button, direction in ((tour["prev"], -1), (tour["next"], 1)):
-            then_turn(button.click(functools.partial(presenter.step, direction), [tour["index"], *tail],
-                                   [tour["index"], query, tour["caption"]], api_visibility="private"))
+            then_turn(
+                button.click(
+                    functools.partial(presenter.step, direction),
+                    [tour["index"], *tail],
+                    [tour["index"], query, tour["caption"]],
+                    api_visibility="private",
+                )
+            )
     for name, component in controls.items():
         if name == "embedding_model":  # its threshold is preselected first, then the turn re-runs
             slots.append(_cancel_slot(component.input))
-            changed = component.input(handlers.on_model_change, inputs=component, outputs=controls["min_similarity"],
-                                      api_visibility="private")
+            changed = component.input(
+                handlers.on_model_change, inputs=component, outputs=controls["min_similarity"], api_visibility="private"
+            )
             events.append(changed.then(**rerun).success(**details))
         elif isinstance(component, gr.Slider):
             newest(component.release, rerun)  # on release: dragging stays smooth
@@ -394,6 +486,5 @@ def _wire(query: gr.Textbox, run: gr.Button, examples: gr.Examples, controls: di
             newest(component.blur, rerun)
         else:
             newest(component.input, rerun)
-    o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"],
-                           api_visibility="private")
+    o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"], api_visibility="private")
     return slots, events

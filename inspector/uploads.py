@@ -56,12 +56,16 @@ class Ledger:
         with self.lock:
             per, total = self._kept()
             if per.get(client, 0) + length > self.limits.upload_client_mb * mb:
-                return 429, (f"Upload refused: this address already keeps {per.get(client, 0) / mb:.1f} MB of uploads "
-                             f"(at most {self.limits.upload_client_mb:g} MB, UPLOAD_CLIENT_MB); {wait}, or index "
-                             "one in the Data tab.")
+                return 429, (
+                    f"Upload refused: this address already keeps {per.get(client, 0) / mb:.1f} MB of uploads "
+                    f"(at most {self.limits.upload_client_mb:g} MB, UPLOAD_CLIENT_MB); {wait}, or index "
+                    "one in the Data tab."
+                )
             if total + length > self.limits.upload_total_mb * mb:
-                return 507, (f"Upload refused: the server keeps {total / mb:.1f} MB of uploads (at most "
-                             f"{self.limits.upload_total_mb:g} MB for everyone, UPLOAD_TOTAL_MB); {wait}.")
+                return 507, (
+                    f"Upload refused: the server keeps {total / mb:.1f} MB of uploads (at most "
+                    f"{self.limits.upload_total_mb:g} MB for everyone, UPLOAD_TOTAL_MB); {wait}."
+                )
             self.reserved[client] = self.reserved.get(client, 0) + length
         return None
 
@@ -172,9 +176,14 @@ async def bounded_upload(app: Any, scope: dict, receive: Any, send: Any) -> None
         return
     length, most = int(raw), int(book.limits.max_upload_mb * 1_000_000) + FORM_OVERHEAD
     if length > most:
-        await _refuse(413, f"Upload refused: {length / 1e6:.1f} MB in one request; a corpus upload is at most "
-                           f"{book.limits.max_upload_mb:g} MB (MAX_UPLOAD_MB), one file per request.",
-                      scope, receive, send)
+        await _refuse(
+            413,
+            f"Upload refused: {length / 1e6:.1f} MB in one request; a corpus upload is at most "
+            f"{book.limits.max_upload_mb:g} MB (MAX_UPLOAD_MB), one file per request.",
+            scope,
+            receive,
+            send,
+        )
         return
     client = (scope.get("client") or ("unknown",))[0]
     refused = book.admit(client, length)

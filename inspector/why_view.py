@@ -55,44 +55,68 @@ def render_why(why: WhyNot, side: str = "") -> str:
     """One card's stages as an escaped table, the verdict first."""
     b, d, f, ce = why.bm25, why.dense, why.fused, why.cross_encoder
     depth = why.settings["candidate_depth"]
-    terms = " ".join(f"<span class='{'has' if t['in_card'] else 'lacks'}'>{esc(t['term'])}"
-                     f"{'+' if t['in_card'] else '−'}</span><small> idf {esc(t['idf'])}</small>"
-                     for t in b["terms"]) or "(no term)"
+    terms = (
+        " ".join(
+            f"<span class='{'has' if t['in_card'] else 'lacks'}'>{esc(t['term'])}"
+            f"{'+' if t['in_card'] else '−'}</span><small> idf {esc(t['idf'])}</small>"
+            for t in b["terms"]
+        )
+        or "(no term)"
+    )
     rows = [
-        ("BM25", b["in_list"],
-         f"rank {esc(b['rank'])} (score {esc(b['score'])}; sub-chunk {esc(b['chunk_rank'])} vs depth {depth}); "
-         f"terms: {terms}"),
-        ("dense", d["in_list"],
-         f"rank {esc(d['rank'])} (cosine {esc(d['cosine'])}; sub-chunk {esc(d['chunk_rank'])} vs depth {depth}, "
-         "exact over every vector)"),
-        ("fusion", f["reached"], f"rank {esc(f['rank'])} (score {esc(f['score'])})"
-         + ("" if f["reached"] else f" as if the depth were {esc(f['as_if_depth'])}")),
-        ("cross-encoder", ce["in_head"] if ce["ran"] else None,
-         f"score {esc(ce['score'])}" + (f"; {'places' if ce['in_head'] else 'would place'} it "
-                                        f"#{esc(ce['would_place'])} of the scored head"
-                                        if ce["would_place"] else "") + (f" ({esc(ce['reason'])})"
-                                                                         if ce["reason"] else "")),
+        (
+            "BM25",
+            b["in_list"],
+            f"rank {esc(b['rank'])} (score {esc(b['score'])}; sub-chunk {esc(b['chunk_rank'])} vs depth {depth}); "
+            f"terms: {terms}",
+        ),
+        (
+            "dense",
+            d["in_list"],
+            f"rank {esc(d['rank'])} (cosine {esc(d['cosine'])}; sub-chunk {esc(d['chunk_rank'])} vs depth {depth}, "
+            "exact over every vector)",
+        ),
+        (
+            "fusion",
+            f["reached"],
+            f"rank {esc(f['rank'])} (score {esc(f['score'])})"
+            + ("" if f["reached"] else f" as if the depth were {esc(f['as_if_depth'])}"),
+        ),
+        (
+            "cross-encoder",
+            ce["in_head"] if ce["ran"] else None,
+            f"score {esc(ce['score'])}"
+            + (
+                f"; {'places' if ce['in_head'] else 'would place'} it #{esc(ce['would_place'])} of the scored head"
+                if ce["would_place"]
+                else ""
+            )
+            + (f" ({esc(ce['reason'])})" if ce["reason"] else ""),
+        ),
         *((st["stage"], st["passed"], esc(st["note"])) for st in why.stages),
     ]
     head = f"<div class='side'>{esc(side)}</div>" if side else ""
     body = "".join(f"<tr><th>{esc(name)}</th>{_cell(ok)}<td>{text}</td></tr>" for name, ok, text in rows)
-    return (f"<div class='why-box'>{head}<div class='verdict'>{esc(why.verdict)}</div>"
-            f"<div>{esc(why.card_id)}: {esc(why.title)}</div><table>{body}</table></div>")
+    return (
+        f"<div class='why-box'>{head}<div class='verdict'>{esc(why.verdict)}</div>"
+        f"<div>{esc(why.card_id)}: {esc(why.title)}</div><table>{body}</table></div>"
+    )
 
 
 def render_judged(rows: Mapping[str, int], when: Mapping[str, str], titles: Mapping[str, str]) -> str:
     if not rows:
         return render_message("No judgment for this turn yet: pick a card and a grade, then Save.", "info")
-    items = "".join(f"<tr><td>{esc(titles.get(c, c))} ({esc(c)})</td><td>{esc(g)}</td><td>{esc(when.get(c, ''))}"
-                    "</td></tr>" for c, g in sorted(rows.items()))
-    return (f"<div class='why-box'><table><tr><th>card</th><th>grade</th><th>made (UTC)</th></tr>{items}</table>"
-            "</div>")
+    items = "".join(
+        f"<tr><td>{esc(titles.get(c, c))} ({esc(c)})</td><td>{esc(g)}</td><td>{esc(when.get(c, ''))}</td></tr>"
+        for c, g in sorted(rows.items())
+    )
+    return f"<div class='why-box'><table><tr><th>card</th><th>grade</th><th>made (UTC)</th></tr>{items}</table></div>"
 
 
 # ------------------------------------------------------------------------------------------------ callbacks
 def _split(values: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     n = len(CONTROLS)
-    return dict(zip(CONTROLS, values[:n])), dict(zip(CONTROLS, values[n:2 * n]))
+    return dict(zip(CONTROLS, values[:n])), dict(zip(CONTROLS, values[n : 2 * n]))
 
 
 def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values: Any) -> tuple[str, str, Any]:
@@ -111,12 +135,12 @@ def why_not(query: str, card: str, corpus: str | None, compare_on: bool, *values
         return render_message(str(exc)), "", gr.skip()
     except Exception as exc:  # the page must survive anything; the log keeps the traceback
         log.exception("why-not failed")
-        return render_message(f"Could not explain this card ({type(exc).__name__}); see the server log."), "", \
-            gr.skip()
+        return render_message(f"Could not explain this card ({type(exc).__name__}); see the server log."), "", gr.skip()
 
 
-def _choices(retriever, result, extra: str | None = None, titles: Mapping[str, str] | None = None
-             ) -> list[tuple[str, str]]:
+def _choices(
+    retriever, result, extra: str | None = None, titles: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
     """The cards of the four columns (and ``extra``), as (title (id), id)."""
     titles = cards_of(retriever) if titles is None else titles
     seen: list[str] = [extra] if extra else []
@@ -211,8 +235,9 @@ def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None) 
         retriever, _ = turn_corpus(corpus, settings)
         card_id = find_card(retriever, card)
         turn = clean_query(query)
-        JudgmentStore(settings).put(_corpus_name(corpus), turn, card_id, check_grade(grade),
-                                    fingerprint=fingerprint(retriever.chunks))
+        JudgmentStore(settings).put(
+            _corpus_name(corpus), turn, card_id, check_grade(grade), fingerprint=fingerprint(retriever.chunks)
+        )
         return _judged(turn, corpus, cards_of(retriever))
     except (QueryError, ValueError) as exc:
         return render_message(str(exc))
@@ -222,26 +247,47 @@ def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None) 
 
 
 # ------------------------------------------------------------------------------------------------ layout
-def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs: dict[str, Any],
-           turn_events: Sequence[Any], corpus: Any):
+def attach(
+    query: Any,
+    controls: dict[str, Any],
+    panel: dict[str, Any],
+    outputs: dict[str, Any],
+    turn_events: Sequence[Any],
+    corpus: Any,
+):
     """Build the Why not…? box and the judgments below what is already in the tab, and wire them. Returns the
     function that wires the Evaluation tab's Apply (call it with the app once every tab exists)."""
     corpus_box = corpus if corpus is not None else gr.State("")
     gr.HTML(f"<style>{CSS}</style>")
-    with gr.Accordion("Why not…? Any card of this corpus through every stage of this turn", open=True,
-                      elem_id="why-not"):
+    with gr.Accordion(
+        "Why not…? Any card of this corpus through every stage of this turn", open=True, elem_id="why-not"
+    ):
         with gr.Row(equal_height=True):
-            card = gr.Textbox(label="Card: its id or words of its title", elem_id="why-card", scale=5,
-                              placeholder="e.g. drug-metformin-500, or: metformin tablets")
+            card = gr.Textbox(
+                label="Card: its id or words of its title",
+                elem_id="why-card",
+                scale=5,
+                placeholder="e.g. drug-metformin-500, or: metformin tablets",
+            )
             ask = gr.Button("Why not?", elem_id="why-run", scale=1, min_width=110)
         with gr.Row(equal_height=False):
             a_html = gr.HTML("", elem_id="why-a")
             b_html = gr.HTML("", elem_id="why-b")
         with gr.Row(equal_height=True):
-            judge = gr.Dropdown([], value=None, label="Judge a card of this turn (the four columns, or the box's card)",
-                                elem_id="judge-card", scale=4)
-            grade = gr.Radio([str(g) for g in GRADES], value=None, label="Grade (0 not relevant … 3 perfectly)",
-                             elem_id="judge-grade", scale=2)
+            judge = gr.Dropdown(
+                [],
+                value=None,
+                label="Judge a card of this turn (the four columns, or the box's card)",
+                elem_id="judge-card",
+                scale=4,
+            )
+            grade = gr.Radio(
+                [str(g) for g in GRADES],
+                value=None,
+                label="Grade (0 not relevant … 3 perfectly)",
+                elem_id="judge-grade",
+                scale=2,
+            )
             save = gr.Button("Save judgment", elem_id="judge-save", scale=1, min_width=120)
         judged = gr.HTML("", elem_id="judgments")
     a_list, b_list = list(controls.values()), list(panel["b"].values())
@@ -249,11 +295,18 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
     why_inputs = [query, card, corpus_box, panel["compare_on"], *a_list, *b_list]
     # preprocess=False: why_not and judged_view type every control themselves (handlers.execute), so a malformed
     # slider value sent to these events gets a message instead of Gradio's processing error
-    refill = dict(fn=judged_view, inputs=[query, corpus_box, *a_list], outputs=[judge, judged], preprocess=False,
-                  **private)
+    refill = dict(
+        fn=judged_view, inputs=[query, corpus_box, *a_list], outputs=[judge, judged], preprocess=False, **private
+    )
     for asked in (ask.click, card.submit):  # a refill follows each Why not…?: the last word on the picker is always
-        asked(why_not, why_inputs, [a_html, b_html, judge], concurrency_id="turn", preprocess=False,  # a refill that
-              **private).then(**refill)  # saw the box's pick, whenever the turn's own refill lands
+        asked(
+            why_not,
+            why_inputs,
+            [a_html, b_html, judge],
+            concurrency_id="turn",
+            preprocess=False,  # a refill that
+            **private,
+        ).then(**refill)  # saw the box's pick, whenever the turn's own refill lands
     for event in turn_events:
         event.then(**refill)
     save.click(save_judgment, [query, judge, grade, corpus_box], judged, **private)
@@ -265,11 +318,18 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
         from inspector import compare_view
 
         turn_outputs = [outputs[name] for name in handlers.TurnView._fields]
-        parts["apply"].click(apply_tune, parts["state"], [*a_list, *b_list, panel["compare_on"], panel["panel"],
-                                                          parts["message"]], **private) \
-            .then(handlers.rerun_turn, [query, *a_list, outputs["explain_doc"], corpus_box], turn_outputs,
-                  preprocess=False, **private) \
-            .then(**compare_view._refresh_event(panel, query, controls, outputs, corpus_box))
+        parts["apply"].click(
+            apply_tune,
+            parts["state"],
+            [*a_list, *b_list, panel["compare_on"], panel["panel"], parts["message"]],
+            **private,
+        ).then(
+            handlers.rerun_turn,
+            [query, *a_list, outputs["explain_doc"], corpus_box],
+            turn_outputs,
+            preprocess=False,
+            **private,
+        ).then(**compare_view._refresh_event(panel, query, controls, outputs, corpus_box))
 
     return wire_apply
 
@@ -277,8 +337,9 @@ def attach(query: Any, controls: dict[str, Any], panel: dict[str, Any], outputs:
 # ------------------------------------------------------------------------------------------------ tune
 def build_tune(source: Any) -> None:
     """The Evaluation tab's Tune panel for the dataset chosen in ``source`` (a ``live:NAME`` entry)."""
-    with gr.Accordion("Tune the hybrid for this corpus (seeded split; held-out turns decide)", open=False,
-                      elem_id="tune"):
+    with gr.Accordion(
+        "Tune the hybrid for this corpus (seeded split; held-out turns decide)", open=False, elem_id="tune"
+    ):
         with gr.Row(equal_height=True):
             seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="tune-seed", scale=1)
             run = gr.Button("Tune", elem_id="tune-run", scale=1)
@@ -286,8 +347,14 @@ def build_tune(source: Any) -> None:
         report = gr.HTML("", elem_id="tune-report")
         message = gr.HTML("", elem_id="tune-message")
     state = gr.State(None)
-    run.click(run_tune, [source, seed], [report, state], api_visibility="private", preprocess=False,  # it checks
-              **jobs.HEAVY)  # one heavy job
+    run.click(
+        run_tune,
+        [source, seed],
+        [report, state],
+        api_visibility="private",
+        preprocess=False,  # it checks
+        **jobs.HEAVY,
+    )  # one heavy job
     from gradio.context import Context
 
     if Context.root_block is not None:
@@ -327,10 +394,15 @@ def render_tune(report: Mapping[str, Any]) -> str:
     if held:
         for name, value in held["means"].items():
             t = held["tests"].get(name)
-            rows += (f"<tr><td>{esc(name)}</td><td>{value:.4f}</td><td>"
-                     + (f"{t['diff']:+.4f} (p = {t['p_value']:.3g})" if t else "") + "</td></tr>")
-        rows = (f"<table><tr><th>held out ({esc(report['split']['held_out'])} turns)</th><th>{esc(report['metric'])}"
-                f"</th><th>suggested −</th></tr>{rows}</table>")
+            rows += (
+                f"<tr><td>{esc(name)}</td><td>{value:.4f}</td><td>"
+                + (f"{t['diff']:+.4f} (p = {t['p_value']:.3g})" if t else "")
+                + "</td></tr>"
+            )
+        rows = (
+            f"<table><tr><th>held out ({esc(report['split']['held_out'])} turns)</th><th>{esc(report['metric'])}"
+            f"</th><th>suggested −</th></tr>{rows}</table>"
+        )
     return f"<div class='why-box'><div class='verdict'>{esc(report['verdict'])}</div>{rows}</div>"
 
 
@@ -341,6 +413,14 @@ def apply_tune(suggestion: Mapping[str, Any] | None) -> list[Any]:
         return [gr.skip()] * n + [render_message("Nothing to apply: Tune suggested no change.", "info")]
     defaults = handlers.default_controls()
     a = {**defaults, **{k: v for k, v in suggestion["settings"].items() if k in defaults}}
-    return [*(a[c] for c in CONTROLS), *(defaults[c] for c in CONTROLS), True, gr.Column(visible=True),
-            render_message("Applied: configuration A holds the suggestion and B the defaults; compare mode is on in "
-                           "the Inspector, and its link carries both.", "info")]
+    return [
+        *(a[c] for c in CONTROLS),
+        *(defaults[c] for c in CONTROLS),
+        True,
+        gr.Column(visible=True),
+        render_message(
+            "Applied: configuration A holds the suggestion and B the defaults; compare mode is on in "
+            "the Inspector, and its link carries both.",
+            "info",
+        ),
+    ]

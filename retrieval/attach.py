@@ -27,12 +27,18 @@ def _chunk(cid: str, doc: str | None, meta: dict[str, Any] | None, text_field: s
     meta = meta or {}
     text = str(meta.get(text_field, "") if text_field else (doc or ""))
     parent = str(meta.get("parent_id") or meta.get("card_id") or cid)
-    return Chunk(chunk_id=cid, parent_id=parent, title=str(meta.get(title_field, "")) if title_field else "",
-                 lang=str(meta.get("lang", "en")), text=text)
+    return Chunk(
+        chunk_id=cid,
+        parent_id=parent,
+        title=str(meta.get(title_field, "")) if title_field else "",
+        lang=str(meta.get("lang", "en")),
+        text=text,
+    )
 
 
-def read_collection(settings: Settings, name: str, text_field: str = "", title_field: str = "",
-                    embeddings: bool = False) -> tuple[list[Chunk], np.ndarray | None]:
+def read_collection(
+    settings: Settings, name: str, text_field: str = "", title_field: str = "", embeddings: bool = False
+) -> tuple[list[Chunk], np.ndarray | None]:
     """Every row of the collection ``name`` as a sub-chunk (and, with ``embeddings``, its stored vectors).
 
     Raises:
@@ -43,8 +49,9 @@ def read_collection(settings: Settings, name: str, text_field: str = "", title_f
         col = client.get_collection(name)
     except Exception:
         others = sorted(n for n in corpus_store.collection_names(settings) if not own_collection(n))
-        raise ValueError(f"no collection named {name!r} in {corpus_store.where(settings)}; it holds: "
-                         f"{', '.join(others) or 'none'}.") from None
+        raise ValueError(
+            f"no collection named {name!r} in {corpus_store.where(settings)}; it holds: {', '.join(others) or 'none'}."
+        ) from None
     include = ["documents", "metadatas", *(["embeddings"] if embeddings else [])]
     chunks: list[Chunk] = []
     vectors: list[np.ndarray] = []
@@ -53,8 +60,9 @@ def read_collection(settings: Settings, name: str, text_field: str = "", title_f
         got = col.get(limit=PAGE, offset=lo, include=include)
         metas = got["metadatas"] or [None] * len(got["ids"])
         for i, cid in enumerate(got["ids"]):
-            chunks.append(_chunk(cid, got["documents"][i] if got["documents"] else None, metas[i], text_field,
-                                 title_field))
+            chunks.append(
+                _chunk(cid, got["documents"][i] if got["documents"] else None, metas[i], text_field, title_field)
+            )
         if embeddings:
             vectors.extend(np.asarray(e, dtype=np.float32) for e in got["embeddings"])
     if not chunks:
@@ -62,8 +70,10 @@ def read_collection(settings: Settings, name: str, text_field: str = "", title_f
     empty = [c.chunk_id for c in chunks if not c.text.strip()]
     if empty:
         where = f"metadata field {text_field!r}" if text_field else "document"
-        raise ValueError(f"collection {name!r}: {len(empty)} rows have no text in their {where} (e.g. {empty[0]!r}); "
-                         "name the metadata field that holds it with --text-field.")
+        raise ValueError(
+            f"collection {name!r}: {len(empty)} rows have no text in their {where} (e.g. {empty[0]!r}); "
+            "name the metadata field that holds it with --text-field."
+        )
     return chunks, (np.stack(vectors) if embeddings else None)
 
 
@@ -72,15 +82,18 @@ def cards_of(chunks: list[Chunk]) -> list[Card]:
     parts: dict[str, list[Chunk]] = {}
     for chunk in chunks:
         parts.setdefault(chunk.parent_id, []).append(chunk)
-    return [Card(pid, group[0].title, group[0].lang, "general", " ".join(c.text for c in group))
-            for pid, group in parts.items()]
+    return [
+        Card(pid, group[0].title, group[0].lang, "general", " ".join(c.text for c in group))
+        for pid, group in parts.items()
+    ]
 
 
 def read_attached(settings: Settings, entry) -> tuple[list[Chunk], list[Card]]:
     """An attached corpus's sub-chunks and cards, read from its collection (``Registry.load``)."""
     meta = corpus_store.meta_of(settings, entry.name)
-    chunks, _ = read_collection(settings, entry.collection, str(meta.get("text_field", "")),
-                                str(meta.get("title_field", "")))
+    chunks, _ = read_collection(
+        settings, entry.collection, str(meta.get("text_field", "")), str(meta.get("title_field", ""))
+    )
     return chunks, cards_of(chunks)
 
 

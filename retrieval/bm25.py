@@ -18,8 +18,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.tokenize import (STOPWORDS, TOKENIZERS, _stemmer, analyze, base_language, detect_language, has_cjk,
-                                tokenize)
+from retrieval.tokenize import (
+    STOPWORDS,
+    TOKENIZERS,
+    _stemmer,
+    analyze,
+    base_language,
+    detect_language,
+    has_cjk,
+    tokenize,
+)
 from retrieval.types import Chunk, Hit
 
 K1 = 1.5
@@ -64,7 +72,7 @@ def _postings(chunks: Sequence[Chunk], tokenizer: str):
     doc_len = np.zeros(n_docs, dtype=np.int64)
     parts_doc, parts_term, parts_tf = [], [], []
     for start in range(0, n_docs, _BUILD_BATCH):
-        batch = chunks[start:start + _BUILD_BATCH]
+        batch = chunks[start : start + _BUILD_BATCH]
         ids: list[int] = []
         raw_len = np.empty(len(batch), dtype=np.int64)
         for k, chunk in enumerate(batch):
@@ -85,7 +93,7 @@ def _postings(chunks: Sequence[Chunk], tokenizer: str):
         if tokenizer != "plain":  # stop words out
             kept = term >= 0
             term, local_doc = term[kept], local_doc[kept]
-        doc_len[start:start + len(batch)] = np.bincount(local_doc, minlength=len(batch))
+        doc_len[start : start + len(batch)] = np.bincount(local_doc, minlength=len(batch))
         # One (chunk, term) key per token; unique keys with their counts are the term frequencies.
         keys, tf = np.unique((local_doc << 32) | term, return_counts=True)
         parts_doc.append((keys >> 32).astype(np.int32) + start)
@@ -93,8 +101,13 @@ def _postings(chunks: Sequence[Chunk], tokenizer: str):
         parts_tf.append(tf.astype(np.int32))
     vocab.default_factory = None
     empty = np.zeros(0, dtype=np.int32)
-    return (vocab, doc_len, np.concatenate(parts_doc or [empty]), np.concatenate(parts_term or [empty]),
-            np.concatenate(parts_tf or [empty]))
+    return (
+        vocab,
+        doc_len,
+        np.concatenate(parts_doc or [empty]),
+        np.concatenate(parts_term or [empty]),
+        np.concatenate(parts_tf or [empty]),
+    )
 
 
 # Postings up to this many are put in columns by numpy (a stable argsort); more by scipy's counting sort, whose
@@ -103,8 +116,9 @@ def _postings(chunks: Sequence[Chunk], tokenizer: str):
 NUMPY_COLUMNS_MAX = 1_000_000
 
 
-def _columns_of(data: np.ndarray, doc: np.ndarray, term: np.ndarray, n_docs: int,
-                n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _columns_of(
+    data: np.ndarray, doc: np.ndarray, term: np.ndarray, n_docs: int, n_terms: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The CSC arrays (indptr, indices, data) of the (chunk, term) -> weight entries, as scipy's ``csc_matrix``
     builds them (tests/test_bm25_equivalence.py compares both ways)."""
     if len(data) > NUMPY_COLUMNS_MAX:

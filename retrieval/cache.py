@@ -90,9 +90,12 @@ class StagePool:
             started = list(self._running.values())
         if len(started) >= self.workers and now - max(started) > budget_ms / 1000:
             future: cf.Future = cf.Future()
-            future.set_exception(RuntimeError(
-                f"all {self.workers} {self.name} workers have been busy for over {budget_ms} ms with earlier calls "
-                "(the backend is not answering); skipped"))
+            future.set_exception(
+                RuntimeError(
+                    f"all {self.workers} {self.name} workers have been busy for over {budget_ms} ms with earlier calls "
+                    "(the backend is not answering); skipped"
+                )
+            )
             return future
 
         def run() -> Any:

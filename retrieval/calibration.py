@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retrieval import crosslingual, ood_examples
 from retrieval.corpus import LabeledQuery, fingerprint
 from retrieval.parents import best_per_parent
-from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
     SCRIPT_RULE,
     Candidate,
@@ -80,11 +80,21 @@ GRID: dict[str, list[Any]] = {
 }
 # Searched per level, in this order, one group at a time (a group's thresholds jointly: the cross-encoder and
 # its cosine rescue trade against each other); the shared gates on full (the level with the most evidence).
-SEARCH = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"), ("min_cross_encoder", "min_rescue_cosine"),
-                   ("max_unexplained_words", "min_cross_encoder_unexplained"), ("min_known_words",),
-                   ("check_identifiers",), ("max_ood_margin",), ("min_cross_encoder", "min_rescue_cosine"),
-                   ("min_cross_encoder_foreign", "min_multilingual_cosine")),
-          "rrf_only": (("min_fallback_cosine",),), "dense_only": (("min_dense_only_cosine",),)}
+SEARCH = {
+    "full": (
+        ("min_cross_encoder_foreign", "min_multilingual_cosine"),
+        ("min_cross_encoder", "min_rescue_cosine"),
+        ("max_unexplained_words", "min_cross_encoder_unexplained"),
+        ("min_known_words",),
+        ("check_identifiers",),
+        ("max_ood_margin",),
+        ("min_cross_encoder", "min_rescue_cosine"),
+        ("min_cross_encoder_foreign", "min_multilingual_cosine"),
+    ),
+    "rrf_only": (("min_fallback_cosine",),),
+    "dense_only": (("min_dense_only_cosine",),),
+}
+
 
 def start_from(settings: Settings) -> RefusalThresholds:
     """Where the search starts: the settings' thresholds (the defaults tuned on the shipped dev sets)."""
@@ -133,13 +143,16 @@ def synthetic_turns(cards: Sequence[Card], vocabulary: Vocabulary, n: int, seed:
 
 def _split(texts: Sequence[str], origin: str) -> list[CalTurn]:
     """Two thirds to fit, one third held out, by a hash of the text (stable across runs and machines)."""
+
     def held(text: str) -> bool:
         return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % 3 == 0
+
     return [CalTurn(t, "answerable", "held" if held(t) else "fit", origin) for t in texts]
 
 
-def answerable_turns(queries: Sequence[LabeledQuery], cards: Sequence[Card], vocabulary: Vocabulary,
-                     seed: int = 0) -> list[CalTurn]:
+def answerable_turns(
+    queries: Sequence[LabeledQuery], cards: Sequence[Card], vocabulary: Vocabulary, seed: int = 0
+) -> list[CalTurn]:
     """The corpus's labeled answerable turns (at most ``MAX_POSITIVES``), or synthetic ones if it has too few."""
     labeled = list(dict.fromkeys(q.text for q in queries if q.relevant and q.category != "no_match"))
     if len(labeled) >= MIN_LABELED:
@@ -181,18 +194,26 @@ def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict
     qvec = retriever.embed_query(turn).value if store is not None else None
 
     def cards(hits: Sequence[Any], with_logits: bool) -> tuple[Candidate, ...]:
-        return tuple(Candidate(h.parent_id, h.chunk_id, retriever.by_id[h.chunk_id].indexed_text,
-                               store.similarity(qvec, h.chunk_id) if qvec is not None else None,
-                               logits.get(h.chunk_id) if with_logits else None)
-                     for h in best_per_parent(hits)[:top_k])
+        return tuple(
+            Candidate(
+                h.parent_id,
+                h.chunk_id,
+                retriever.by_id[h.chunk_id].indexed_text,
+                store.similarity(qvec, h.chunk_id) if qvec is not None else None,
+                logits.get(h.chunk_id) if with_logits else None,
+            )
+            for h in best_per_parent(hits)[:top_k]
+        )
 
     both = result.bm25.usable and result.dense.usable
     bm25 = tuple(h.parent_id for h in result.bm25.hits) if both else None
     dense = tuple(h.parent_id for h in result.dense.hits) if both else None
-    head = cards([*result.reranked, *result.fused[len(result.reranked):]], True)
-    found = {"full": LevelCandidates(head, bm25, dense),
-             "rrf_only": LevelCandidates(cards(list(result.fused), False), bm25, dense),
-             "dense_only": LevelCandidates(cards(list(result.dense.hits), False), None, None)}
+    head = cards([*result.reranked, *result.fused[len(result.reranked) :]], True)
+    found = {
+        "full": LevelCandidates(head, bm25, dense),
+        "rrf_only": LevelCandidates(cards(list(result.fused), False), bm25, dense),
+        "dense_only": LevelCandidates(cards(list(result.dense.hits), False), None, None),
+    }
     found = with_ood(retriever, turn, found)
     return {level: with_multilingual(turn, c, retriever.refusal_vocabulary()) for level, c in found.items()}
 
@@ -203,8 +224,9 @@ def with_ood(retriever: Any, turn: str, found: dict[str, LevelCandidates]) -> di
     dense = found["dense_only"].candidates
     if retriever.embedder is None or not dense or dense[0].cosine is None or found["full"].ood is not None:
         return found
-    near = ood_examples.nearest(retriever.embedder, retriever.embed_query(turn).value, turn,
-                                getattr(retriever, "ood_covered", frozenset()))
+    near = ood_examples.nearest(
+        retriever.embedder, retriever.embed_query(turn).value, turn, getattr(retriever, "ood_covered", frozenset())
+    )
     if near is None:
         return found
     ood = (near[0], near[1], dense[0].cosine)
@@ -230,8 +252,16 @@ def level_evidence(turn: str, level: str, found: LevelCandidates, vocabulary: Vo
     """The rule's evidence from a level's candidates (None: no candidate, the pipeline refuses)."""
     if not found.candidates:
         return None
-    return gather(turn, level, found.candidates, vocabulary, found.bm25_parents, found.dense_parents,
-                  multilingual_cosine=found.multilingual_cosine, ood=found.ood)
+    return gather(
+        turn,
+        level,
+        found.candidates,
+        vocabulary,
+        found.bm25_parents,
+        found.dense_parents,
+        multilingual_cosine=found.multilingual_cosine,
+        ood=found.ood,
+    )
 
 
 def refused(evidence: RefusalEvidence | None, thresholds: RefusalThresholds) -> bool:
@@ -242,9 +272,14 @@ def refused(evidence: RefusalEvidence | None, thresholds: RefusalThresholds) -> 
 Evidence = RefusalEvidence | None
 
 
-def choose(groups: Sequence[tuple[Sequence[Evidence], int]], negatives: Sequence[Evidence], level: str,
-           start: RefusalThresholds, search: Sequence[Sequence[str]] | None = None,
-           relax_only: bool = False) -> RefusalThresholds:
+def choose(
+    groups: Sequence[tuple[Sequence[Evidence], int]],
+    negatives: Sequence[Evidence],
+    level: str,
+    start: RefusalThresholds,
+    search: Sequence[Sequence[str]] | None = None,
+    relax_only: bool = False,
+) -> RefusalThresholds:
     """The thresholds of ``level``, group of thresholds by group (``SEARCH[level]``) from ``start``: the values
     refusing the most ``negatives`` while each group of answerable turns ``(turns, max_false)`` has at most
     ``max_false`` refused, *also* with any one threshold one grid step stricter (a setting at the edge of a cliff
@@ -254,20 +289,22 @@ def choose(groups: Sequence[tuple[Sequence[Evidence], int]], negatives: Sequence
     stricter than ``start``'s (answerable turns written from the cards are easier than real ones: they may show
     that a default refuses too much, never that a stricter one is safe)."""
     current = start
-    for names in (SEARCH[level] if search is None else search):
+    for names in SEARCH[level] if search is None else search:
         grids = [_no_stricter(GRID[n], getattr(start, n)) if relax_only else GRID[n] for n in names]
         counts: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         for index in itertools.product(*(range(len(g)) for g in grids)):
             th = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, index)})
-            counts[index] = (sum(refused(e, th) for e in negatives),
-                             tuple(sum(refused(e, th) for e in turns) for turns, _ in groups))
+            counts[index] = (
+                sum(refused(e, th) for e in negatives),
+                tuple(sum(refused(e, th) for e in turns) for turns, _ in groups),
+            )
 
         def within(index: tuple[int, ...]) -> bool:
             return all(n <= budget for n, (_, budget) in zip(counts[index][1], groups))
 
         def key(index: tuple[int, ...]) -> tuple:
             neg, pos = counts[index]
-            stricter = [index[:k] + (index[k] + 1,) + index[k + 1:] for k in range(len(index))]
+            stricter = [index[:k] + (index[k] + 1,) + index[k + 1 :] for k in range(len(index))]
             safe = within(index) and all(s not in counts or within(s) for s in stricter)
             return (safe, neg if safe else -sum(pos), -sum(pos))
 
@@ -297,9 +334,17 @@ class Calibration:
         return cls(RefusalThresholds.from_dict(data["thresholds"]), dict(data["report"]))
 
 
-def calibrate(retriever: Any, queries: Sequence[LabeledQuery], cards: Sequence[Card], settings: Settings, *,
-              name: str = "", pool: Path = POOL, progress: Callable[[int, int], None] | None = None,
-              seed: int = 0) -> Calibration:
+def calibrate(
+    retriever: Any,
+    queries: Sequence[LabeledQuery],
+    cards: Sequence[Card],
+    settings: Settings,
+    *,
+    name: str = "",
+    pool: Path = POOL,
+    progress: Callable[[int, int], None] | None = None,
+    seed: int = 0,
+) -> Calibration:
     """Run the answerable and pool turns through ``retriever`` and choose the thresholds (see the module doc)."""
     started = time.perf_counter()
     vocabulary = retriever.refusal_vocabulary()
@@ -308,8 +353,9 @@ def calibrate(retriever: Any, queries: Sequence[LabeledQuery], cards: Sequence[C
         own = ood_examples.covered(retriever, [t.text for t in pool_side])  # of the pool are not out of domain
         pool_side = [t for t in pool_side if t.text not in own]
     turns = answerable_turns(queries, cards, vocabulary, seed) + pool_side
-    probe = settings.replace(refusal_rule="cosine", min_similarity=-1.0, rerank_timeout_ms=600_000,
-                             dense_timeout_ms=600_000)
+    probe = settings.replace(
+        refusal_rule="cosine", min_similarity=-1.0, rerank_timeout_ms=600_000, dense_timeout_ms=600_000
+    )
     evidence: list[dict[str, RefusalEvidence | None]] = []
     for i, turn in enumerate(turns):
         result = retriever.retrieve(turn.text, probe, prescore=False)
@@ -327,15 +373,27 @@ def calibrate(retriever: Any, queries: Sequence[LabeledQuery], cards: Sequence[C
     chosen = start_from(settings)
     synthetic = bool(turns) and turns[0].origin == "synthetic"
     for level in LEVELS:
-        chosen = choose([(group("answerable", "fit", level), max_false)], group("ood", "fit", level), level, chosen,
-                        relax_only=synthetic)
+        chosen = choose(
+            [(group("answerable", "fit", level), max_false)],
+            group("ood", "fit", level),
+            level,
+            chosen,
+            relax_only=synthetic,
+        )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     chosen = dataclasses.replace(chosen, source=f"calibrated for {name or 'this corpus'} on {when}")
     report: dict[str, Any] = {
-        "corpus": name, "when": when, "seconds": round(time.perf_counter() - started, 1), "run_seconds": round(run_s, 1),
-        "turns": len(turns), "answerable_origin": turns[0].origin if turns else "",
-        "max_false_refusals_fit": max_false, "embedder": settings.embedding_model, "reranker": settings.reranker_model,
-        "levels": {}}
+        "corpus": name,
+        "when": when,
+        "seconds": round(time.perf_counter() - started, 1),
+        "run_seconds": round(run_s, 1),
+        "turns": len(turns),
+        "answerable_origin": turns[0].origin if turns else "",
+        "max_false_refusals_fit": max_false,
+        "embedder": settings.embedding_model,
+        "reranker": settings.reranker_model,
+        "levels": {},
+    }
     for level in LEVELS:
         row = {}
         for side, split in (("answerable", "fit"), ("answerable", "held"), ("ood", "fit"), ("ood", "held")):
@@ -392,9 +450,14 @@ def _collection(settings: Settings):
 def save(settings: Settings, chunks: Sequence[Chunk], calibration: Calibration) -> None:
     """Keep ``calibration`` in the store of ``settings`` (replacing an earlier one of the same corpus and models)."""
     key = calibration_key(chunks, settings)
-    _collection(settings).upsert(ids=[key], documents=[json.dumps(calibration.to_dict())], embeddings=[[1.0]],
-                                 metadatas=[{"corpus": str(calibration.report.get("corpus", "")),
-                                             "when": str(calibration.report.get("when", ""))}])
+    _collection(settings).upsert(
+        ids=[key],
+        documents=[json.dumps(calibration.to_dict())],
+        embeddings=[[1.0]],
+        metadatas=[
+            {"corpus": str(calibration.report.get("corpus", "")), "when": str(calibration.report.get("when", ""))}
+        ],
+    )
 
 
 def load(settings: Settings, chunks: Sequence[Chunk]) -> Calibration | None:
@@ -412,13 +475,17 @@ def describe(calibration: Calibration | None) -> str:
     if calibration is None:
         return "not calibrated: the default thresholds apply"
     r = calibration.report
-    lines = [f"{calibration.thresholds.source}: {r['turns']} turns ({r['answerable_origin']} answerable turns + the "
-             f"out-of-domain pool) in {r['seconds']} s"]
+    lines = [
+        f"{calibration.thresholds.source}: {r['turns']} turns ({r['answerable_origin']} answerable turns + the "
+        f"out-of-domain pool) in {r['seconds']} s"
+    ]
     for level, row in r["levels"].items():
         ah, oh = row["answerable_held"], row["ood_held"]
-        lines.append(f"{level}: held-out out-of-domain turns refused {oh[0]}/{oh[1]}, held-out answerable turns "
-                     f"refused {ah[0]}/{ah[1]} (fit: {row['ood_fit'][0]}/{row['ood_fit'][1]} and "
-                     f"{row['answerable_fit'][0]}/{row['answerable_fit'][1]})")
+        lines.append(
+            f"{level}: held-out out-of-domain turns refused {oh[0]}/{oh[1]}, held-out answerable turns "
+            f"refused {ah[0]}/{ah[1]} (fit: {row['ood_fit'][0]}/{row['ood_fit'][1]} and "
+            f"{row['answerable_fit'][0]}/{row['answerable_fit'][1]})"
+        )
     return "\n".join(lines)
 
 

@@ -22,8 +22,13 @@ Registrar = Callable[[argparse._SubParsersAction], None]
 def settings_from_args(args: argparse.Namespace, **extra) -> Settings:
     """Settings from the environment, overridden by the common command-line flags that were given."""
     overrides = dict(extra)
-    for flag, attr in (("rrf_k", "rrf_k"), ("top_k", "top_k"), ("bm25_weight", "bm25_weight"),
-                       ("dense_weight", "dense_weight"), ("embedding_model", "embedding_model")):
+    for flag, attr in (
+        ("rrf_k", "rrf_k"),
+        ("top_k", "top_k"),
+        ("bm25_weight", "bm25_weight"),
+        ("dense_weight", "dense_weight"),
+        ("embedding_model", "embedding_model"),
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             overrides[attr] = value
@@ -42,16 +47,22 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int, help="cards returned (default: TOP_K or 5)")
     parser.add_argument("--bm25-weight", type=float, help="weight of the BM25 ranking in fusion")
     parser.add_argument("--dense-weight", type=float, help="weight of the dense ranking in fusion")
-    parser.add_argument("--embedding-model", help="bge-small-en-v1.5 (default), all-MiniLM-L6-v2, or a "
-                                                  "sentence-transformers model on disk")
+    parser.add_argument(
+        "--embedding-model",
+        help="bge-small-en-v1.5 (default), all-MiniLM-L6-v2, or a sentence-transformers model on disk",
+    )
     parser.add_argument("--no-hybrid", action="store_true", help="legacy dense-only path")
     parser.add_argument("--simulate-reranker-failure", action="store_true", help="pretend the reranker failed to load")
     parser.add_argument("--simulate-empty-bm25", action="store_true", help="pretend the BM25 index is empty")
 
 
 def add_corpus(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", metavar="NAME|PATH", help="a corpus by name (`python -m retrieval index` lists "
-                                                             "them) or a file/folder path; default: the shipped cards")
+    parser.add_argument(
+        "--corpus",
+        metavar="NAME|PATH",
+        help="a corpus by name (`python -m retrieval index` lists "
+        "them) or a file/folder path; default: the shipped cards",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,11 +72,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_corpus(p)
     add_common(p)
     p.set_defaults(func=run_query)
-    p = sub.add_parser("why", help="why is (or is not) this card among the final cards of this turn?",
-                       description="One card through every stage of one turn at the current settings: whole-corpus "
-                                   "BM25 and dense ranks, fusion, the cross-encoder, dedup, top_k, the threshold and "
-                                   "the refusal rule; the first stage that lost it and the smallest single change "
-                                   "of one control that brings it in (retrieval/why.py).")
+    p = sub.add_parser(
+        "why",
+        help="why is (or is not) this card among the final cards of this turn?",
+        description="One card through every stage of one turn at the current settings: whole-corpus "
+        "BM25 and dense ranks, fusion, the cross-encoder, dedup, top_k, the threshold and "
+        "the refusal rule; the first stage that lost it and the smallest single change "
+        "of one control that brings it in (retrieval/why.py).",
+    )
     p.add_argument("text", help="the user turn")
     p.add_argument("card", metavar="CARD_ID", help="the card's id, or words of its title")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
@@ -74,31 +88,52 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_corpus(p)
     add_common(p)
     p.set_defaults(func=run_why)
-    p = sub.add_parser("index", help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
-                                     ".txt/.md); without PATH, list the corpora",
-                       description="Validate a corpus, keep its cards in the Chroma store (CHROMA_PATH or CHROMA_HOST, "
-                                   "where every app process on that store lists it) and embed it into its own Chroma "
-                                   "collection (resumes a cancelled or interrupted build).")
+    p = sub.add_parser(
+        "index",
+        help="validate and index a corpus (cards JSONL, BEIR folder/zip, CSV/TSV, zip of "
+        ".txt/.md); without PATH, list the corpora",
+        description="Validate a corpus, keep its cards in the Chroma store (CHROMA_PATH or CHROMA_HOST, "
+        "where every app process on that store lists it) and embed it into its own Chroma "
+        "collection (resumes a cancelled or interrupted build).",
+    )
     p.add_argument("path", nargs="?", help="the file or folder to index (omit to list the corpora)")
     p.add_argument("--name", help="the corpus name (default: the file name)")
-    p.add_argument("--attach", metavar="COLLECTION", help="open a Chroma collection made elsewhere (documents + "
-                   "embeddings, in CHROMA_PATH or on CHROMA_HOST) as a corpus: its vectors are checked against "
-                   "--embedding-model (dimension, and a sample re-embedded), BM25 is built from its documents, and "
-                   "it is never written")
-    p.add_argument("--text-field", default="", help="with --attach: the metadata field holding each row's text "
-                   "(default: the documents)")
-    p.add_argument("--title-field", default="", help="with --attach: a metadata field holding a title that was "
-                   "embedded before the text (title + newline + text)")
-    p.add_argument("--delete", metavar="NAME", help="delete this corpus and its dense collections (any corpus of "
-                   "the store: uploaded from a page, indexed or attached; an attached collection itself is kept)")
+    p.add_argument(
+        "--attach",
+        metavar="COLLECTION",
+        help="open a Chroma collection made elsewhere (documents + "
+        "embeddings, in CHROMA_PATH or on CHROMA_HOST) as a corpus: its vectors are checked against "
+        "--embedding-model (dimension, and a sample re-embedded), BM25 is built from its documents, and "
+        "it is never written",
+    )
+    p.add_argument(
+        "--text-field",
+        default="",
+        help="with --attach: the metadata field holding each row's text (default: the documents)",
+    )
+    p.add_argument(
+        "--title-field",
+        default="",
+        help="with --attach: a metadata field holding a title that was "
+        "embedded before the text (title + newline + text)",
+    )
+    p.add_argument(
+        "--delete",
+        metavar="NAME",
+        help="delete this corpus and its dense collections (any corpus of "
+        "the store: uploaded from a page, indexed or attached; an attached collection itself is kept)",
+    )
     add_common(p)
     p.set_defaults(func=run_index)
-    p = sub.add_parser("calibrate", help="choose a corpus's refusal thresholds from its own evidence and store them",
-                       description="Run the corpus's answerable turns (its labeled ones, else synthetic ones from its "
-                                   "cards) and the shipped out-of-domain pool through the pipeline, choose the refusal "
-                                   "rule's thresholds on the fitting halves, report the held-out halves, and keep the "
-                                   "calibration in the store (retrieval/calibration.py). The shipped cards keep the "
-                                   "defaults tuned on their dev sets: for them this only reports.")
+    p = sub.add_parser(
+        "calibrate",
+        help="choose a corpus's refusal thresholds from its own evidence and store them",
+        description="Run the corpus's answerable turns (its labeled ones, else synthetic ones from its "
+        "cards) and the shipped out-of-domain pool through the pipeline, choose the refusal "
+        "rule's thresholds on the fitting halves, report the held-out halves, and keep the "
+        "calibration in the store (retrieval/calibration.py). The shipped cards keep the "
+        "defaults tuned on their dev sets: for them this only reports.",
+    )
     add_corpus(p)
     add_common(p)
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
@@ -129,8 +164,9 @@ def run_index(args: argparse.Namespace) -> int:
     if args.attach:
         from retrieval.corpora import attach
 
-        data, new = attach(settings, args.attach, name=args.name, text_field=args.text_field,
-                           title_field=args.title_field)
+        data, new = attach(
+            settings, args.attach, name=args.name, text_field=args.text_field, title_field=args.title_field
+        )
     else:
         data, new = registry.add(os.path.abspath(args.path), args.name)
     print(f"{'registered' if new else 'already registered'}: {data.entry.label()}", file=sys.stderr)
@@ -140,19 +176,34 @@ def run_index(args: argparse.Namespace) -> int:
     while job.running:
         snap = job.wait(1.0)
         eta = f", {snap['eta_s']:.0f} s left" if snap["eta_s"] is not None else ""
-        print(f"\rembedding {snap['done']:,}/{snap['total']:,} sub-chunks ({snap['rate']:.1f}/s{eta})   ", end="",
-              file=sys.stderr, flush=True)
+        print(
+            f"\rembedding {snap['done']:,}/{snap['total']:,} sub-chunks ({snap['rate']:.1f}/s{eta})   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
     snap = job.snapshot()
     print(file=sys.stderr)
     if snap["status"] != "done":
         print(f"error: indexing {data.entry.name} {snap['status']}: {snap['error']}", file=sys.stderr)
         return 1
     _wait_calibration(data, settings)
-    print(json.dumps({"name": data.entry.name, "format": data.entry.format, "cards": data.entry.cards,
-                      "sub_chunks": data.entry.chunks, "labeled_turns": data.entry.turns,
-                      "fingerprint": data.entry.fingerprint, "index_s": round(snap["elapsed_s"], 1),
-                      "sub_chunks_per_s": round(snap["rate"], 1),
-                      "store": settings.chroma_host or settings.chroma_path}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "name": data.entry.name,
+                "format": data.entry.format,
+                "cards": data.entry.cards,
+                "sub_chunks": data.entry.chunks,
+                "labeled_turns": data.entry.turns,
+                "fingerprint": data.entry.fingerprint,
+                "index_s": round(snap["elapsed_s"], 1),
+                "sub_chunks_per_s": round(snap["rate"], 1),
+                "store": settings.chroma_host or settings.chroma_path,
+            },
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 
@@ -163,8 +214,12 @@ def _wait_calibration(data, settings: Settings, job=None) -> None:
     job = job or calibration_state(data, settings)[1]
     while job is not None and job.status == "running":
         job.wait(1.0)
-        print(f"\rcalibrating the refusal rule: {job.done}/{job.total or '?'} turns   ", end="", file=sys.stderr,
-              flush=True)
+        print(
+            f"\rcalibrating the refusal rule: {job.done}/{job.total or '?'} turns   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
     if job is not None:
         print(file=sys.stderr)
         if job.status == "failed":
@@ -181,8 +236,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     _wait_calibration(data, settings, job)
     if job.status != "done":
         return 1
-    print(json.dumps(job.result.to_dict(), ensure_ascii=False, indent=2) if args.json
-          else calibration.describe(job.result))
+    print(
+        json.dumps(job.result.to_dict(), ensure_ascii=False, indent=2)
+        if args.json
+        else calibration.describe(job.result)
+    )
     if data.key is None:
         print("(the shipped cards keep the defaults tuned on their dev sets: this calibration is a report only)")
     return 0
@@ -228,10 +286,20 @@ def format_result(result) -> str:
     for branch in (result.bm25, result.dense):
         status = "" if branch.status == "ok" else f"  [{branch.status}: {branch.reason}]"
         block(f"{branch.name}{status}", [f"  {h.rank:>3}  {h.score:8.4f}  {h.chunk_id}" for h in branch.hits[:10]])
-    block("rrf fused", [f"  {h.rank:>3}  {h.score:8.5f}  {h.chunk_id}  ranks={h.branch_ranks}" for h in result.fused[:10]])
-    block("reranked", [f"  {h.rank:>3}  {h.score:8.4f}  {h.chunk_id}  (fused #{h.fused_rank})" for h in result.reranked[:10]])
-    block("final", [f"  {h.rank:>3}  {h.parent_id}  sim={h.similarity if h.similarity is None else round(h.similarity, 3)}"
-                    for h in result.final])
+    block(
+        "rrf fused", [f"  {h.rank:>3}  {h.score:8.5f}  {h.chunk_id}  ranks={h.branch_ranks}" for h in result.fused[:10]]
+    )
+    block(
+        "reranked",
+        [f"  {h.rank:>3}  {h.score:8.4f}  {h.chunk_id}  (fused #{h.fused_rank})" for h in result.reranked[:10]],
+    )
+    block(
+        "final",
+        [
+            f"  {h.rank:>3}  {h.parent_id}  sim={h.similarity if h.similarity is None else round(h.similarity, 3)}"
+            for h in result.final
+        ],
+    )
     if result.cut:
         block("cut", [f"  ---  {h.parent_id}  {h.cut_reason}" for h in result.cut[:10]])
     lines.append("timings ms: " + ", ".join(f"{k}={v:.1f}" for k, v in result.timings_ms.items()))
@@ -246,8 +314,11 @@ def _judgments(sub: argparse._SubParsersAction) -> None:
 
 def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
     """The parser with the core's commands, then each ``registrars`` entry's (e.g. the evaluation tools')."""
-    parser = argparse.ArgumentParser(prog="python -m retrieval", description="Hybrid retrieval (ADR-0022): query, "
-                                     "evaluate, benchmark and teach BM25 + dense + RRF + cross-encoder.")
+    parser = argparse.ArgumentParser(
+        prog="python -m retrieval",
+        description="Hybrid retrieval (ADR-0022): query, "
+        "evaluate, benchmark and teach BM25 + dense + RRF + cross-encoder.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (register, _judgments, *registrars):
         add(sub)

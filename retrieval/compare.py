@@ -83,8 +83,9 @@ class RowMark:
     @property
     def label(self) -> str:
         """A short mark for a row: ``new``, ``left``, ``↑n``, ``↓n`` or ``=``."""
-        return {"entered": "new", "left": "left", "up": f"↑{self.moved}", "down": f"↓{-self.moved}",
-                "same": "="}[self.kind]
+        return {"entered": "new", "left": "left", "up": f"↑{self.moved}", "down": f"↓{-self.moved}", "same": "="}[
+            self.kind
+        ]
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,11 @@ def summarize(a: RetrievalResult, b: RetrievalResult, titles: Mapping[str, str] 
     titles = titles or {}
     name = lambda card: f"{titles[card]} ({card})" if card in titles else card  # noqa: E731
     changed = changed_settings(a.settings, b.settings)
-    parts = [("B differs from A in " + ", ".join(f"{n} {_fmt(x)} → {_fmt(y)}" for n, x, y in changed) + ".")
-             if changed else "A and B have the same settings."]
+    parts = [
+        ("B differs from A in " + ", ".join(f"{n} {_fmt(x)} → {_fmt(y)}" for n, x, y in changed) + ".")
+        if changed
+        else "A and B have the same settings."
+    ]
     if a.hybrid_path == b.hybrid_path:
         parts.append(f"Both run at level {a.hybrid_path}.")
     else:
@@ -155,8 +159,11 @@ def summarize(a: RetrievalResult, b: RetrievalResult, titles: Mapping[str, str] 
     parts.append(_first_card(a, b, {n for n, _, _ in changed}, name))
     diffs = diff_results(a, b)
     moves = [f"{STAGE_NAMES[stage]}: {list_change(d)}" for stage, d in diffs.items() if not d.unchanged]
-    parts.append(("Changes per stage: " + "; ".join(moves) + ".") if moves else "Every stage lists the same rows "
-                 "in the same order.")
+    parts.append(
+        ("Changes per stage: " + "; ".join(moves) + ".")
+        if moves
+        else "Every stage lists the same rows in the same order."
+    )
     return " ".join(p for p in parts if p)
 
 
@@ -205,15 +212,23 @@ def _cause(a: RetrievalResult, b: RetrievalResult, chunk_id: str, changed: set[s
     rank = fused.branch_ranks.get(lead)
     weight = b.weights.get(lead, 0.0)
     label = "BM25" if lead == "bm25" else "dense"
-    why = [f"its {label} weight is {weight:g}, and it is {label}'s #{rank}" if rank else
-           f"its {label} weight is {weight:g}"]
+    why = [
+        f"its {label} weight is {weight:g}, and it is {label}'s #{rank}"
+        if rank
+        else f"its {label} weight is {weight:g}"
+    ]
     if changed & {"bm25_weight", "dense_weight", "query_weighting"} or a.weights != b.weights:
         why.append(_weights(a, b))
     if "rrf_k" in changed and b.settings.get("fusion") == "rrf":
         k, a_k = b.settings.get("rrf_k", 0), a.settings.get("rrf_k", 0)
-        why.append(f"RRF k is {k} in B: " + ("a larger k flattens the gap between ranks, so appearing in both lists "
-                                             "counts more than one #1" if k > a_k else
-                                             "a smaller k widens the gap between ranks, so a list's #1 counts more"))
+        why.append(
+            f"RRF k is {k} in B: "
+            + (
+                "a larger k flattens the gap between ranks, so appearing in both lists counts more than one #1"
+                if k > a_k
+                else "a smaller k widens the gap between ranks, so a list's #1 counts more"
+            )
+        )
     if "bm25_tokenizer" in changed and lead == "bm25":
         why.append(f"BM25 tokens are {b.settings.get('bm25_tokenizer')} in B")
     if "fusion" in changed:
@@ -223,11 +238,14 @@ def _cause(a: RetrievalResult, b: RetrievalResult, chunk_id: str, changed: set[s
 
 def _weights(a: RetrievalResult, b: RetrievalResult) -> str:
     """Each side's branch weights for this turn, each with its own side's reason (its turn weighting)."""
+
     def w(r: RetrievalResult, branch: str) -> str:
         return f"{r.weights.get(branch, 0.0):g}"
 
     def why(r: RetrievalResult) -> str:
         return r.weight_reason or "the configured weights"
 
-    return (f"A weighs BM25 {w(a, 'bm25')} and dense {w(a, 'dense')} ({why(a)}); "
-            f"B weighs them {w(b, 'bm25')} and {w(b, 'dense')} ({why(b)})")
+    return (
+        f"A weighs BM25 {w(a, 'bm25')} and dense {w(a, 'dense')} ({why(a)}); "
+        f"B weighs them {w(b, 'bm25')} and {w(b, 'dense')} ({why(b)})"
+    )

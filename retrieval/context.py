@@ -29,8 +29,10 @@ from retrieval.tokenize import count_cjk, has_cjk
 from retrieval.types import Chunk, RetrievalResult
 
 # What the assistant says at level no_match (ADR-0022): it refuses instead of answering from an unrelated card.
-REFUSAL = ("I could not find this in the medication cards I have, so I will not guess. "
-           "Please ask your pharmacist or care team.")
+REFUSAL = (
+    "I could not find this in the medication cards I have, so I will not guess. "
+    "Please ask your pharmacist or care team."
+)
 
 TOKENS_PER_WORD_X10 = 13  # 1.3 tokens per whitespace word, kept as an integer ratio (no float rounding surprises)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -41,7 +43,7 @@ def count_tokens(text: str) -> int:
     """Approximate LLM tokens of ``text``: whitespace-separated words x 1.3, rounded up (0 for blank text); a word
     holding Chinese, Japanese or Korean characters counts one per character (a CJK card of 3,000 characters without
     a space was one word, 2 tokens, and fit any budget)."""
-    words = (sum(max(1, count_cjk(word)) for word in text.split()) if has_cjk(text) else len(text.split()))
+    words = sum(max(1, count_cjk(word)) for word in text.split()) if has_cjk(text) else len(text.split())
     return (words * TOKENS_PER_WORD_X10 + 9) // 10
 
 
@@ -122,8 +124,9 @@ def parent_texts(chunks: Iterable[Chunk]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str, Chunk], budget: int,
-                  refusal: str = REFUSAL) -> Context:
+def build_context(
+    result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str, Chunk], budget: int, refusal: str = REFUSAL
+) -> Context:
     """The context for ``result``'s kept final cards, packed in rank order within ``budget`` tokens.
 
     Args:
@@ -148,8 +151,10 @@ def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str
     used = 0
     for hit in result.final:
         if hit.parent_id not in cards:
-            raise ValueError(f"final card {hit.parent_id!r} has no sub-chunk in the chunks given: pass the "
-                             "retriever's chunks (HybridRetriever.chunks) for the corpus that produced the result.")
+            raise ValueError(
+                f"final card {hit.parent_id!r} has no sub-chunk in the chunks given: pass the "
+                "retriever's chunks (HybridRetriever.chunks) for the corpus that produced the result."
+            )
         title, text = cards[hit.parent_id]
         block = card_block(hit.parent_id, title, text)
         tokens = count_tokens(block)
@@ -157,8 +162,11 @@ def build_context(result: RetrievalResult, chunks: Iterable[Chunk] | Mapping[str
             kept.append(ContextCard(hit.parent_id, title, hit.chunk_id, hit.rank, tokens, block))
             used += tokens
         else:
-            dropped.append(DroppedCard(hit.parent_id, title, hit.rank, tokens,
-                                       f"needs {tokens} tokens, {budget - used} of {budget} left"))
+            dropped.append(
+                DroppedCard(
+                    hit.parent_id, title, hit.rank, tokens, f"needs {tokens} tokens, {budget - used} of {budget} left"
+                )
+            )
     if not kept:
         ctx = _refusal(budget, f"no final card fits the budget of {budget} tokens", refusal)
         return Context(ctx.text, (), tuple(dropped), ctx.tokens, budget, True, ctx.reason)

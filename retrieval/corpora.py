@@ -24,15 +24,23 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from retrieval import corpus_store
 from retrieval.context import REFUSAL
-from retrieval.corpus import (DEFAULT_CHUNK_WORDS, CorpusError, Dataset, LabeledQuery, fingerprint, load_cards,
-                              load_shipped, split_cards)
+from retrieval.corpus import (
+    DEFAULT_CHUNK_WORDS,
+    CorpusError,
+    Dataset,
+    LabeledQuery,
+    fingerprint,
+    load_cards,
+    load_shipped,
+    split_cards,
+)
 from retrieval.formats import Limits, LoadError, load_any
 from retrieval.settings import PROJECT_ROOT, Settings
 from retrieval.types import Card, Chunk
@@ -41,8 +49,10 @@ log = logging.getLogger(__name__)
 
 SHIPPED = "shipped"
 LEGACY_REGISTRY = "corpora.json"  # the registry file of earlier versions: imported into the store once
-NEUTRAL_REFUSAL = ("I could not find this in the documents I have, so I will not guess. Could you rephrase, or ask "
-                   "about something they cover?")
+NEUTRAL_REFUSAL = (
+    "I could not find this in the documents I have, so I will not guess. Could you rephrase, or ask "
+    "about something they cover?"
+)
 MAX_REFUSAL_CHARS = 1000
 _NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _REGISTRY_LOCK = threading.RLock()  # one add (or legacy import) at a time in this process
@@ -78,8 +88,12 @@ class CorpusEntry:
 
     def may_delete(self, token: str | None) -> bool:
         """True if the browser session holding ``token`` uploaded this corpus (the page may delete only those)."""
-        return (self.kind in STORED and self.origin in ("page", "attach") and bool(self.owner)
-                and owner_hash(token) == self.owner)
+        return (
+            self.kind in STORED
+            and self.origin in ("page", "attach")
+            and bool(self.owner)
+            and owner_hash(token) == self.owner
+        )
 
 
 def owner_hash(token: str | None) -> str:
@@ -167,13 +181,17 @@ class _Changes:
             where = "the shipped corpus" if entry.kind == SHIPPED else "a folder under the data root"
             raise ValueError(f"{entry.name!r} is {where}; only corpora uploaded or indexed here can {what}.")
         if page and not entry.may_delete(token):
-            how = ("added from the command line" if not entry.owner
-                   else "uploaded or attached from another browser session")
-            raise ValueError(f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
-                             f"page (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)"
-                             if what == "be deleted" else
-                             f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
-                             "page.")
+            how = (
+                "added from the command line"
+                if not entry.owner
+                else "uploaded or attached from another browser session"
+            )
+            raise ValueError(
+                f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
+                f"page (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)"
+                if what == "be deleted"
+                else f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the page."
+            )
         return entry
 
     def delete(self, name: str, *, token: str | None = None, page: bool = False) -> str:
@@ -200,8 +218,9 @@ class _Changes:
         try:
             corpus_store.update(self.settings, entry.name, refusal=clean)
         except KeyError:
-            raise ValueError(f"corpus {entry.name!r} has been deleted (perhaps from another page or app process)."
-                             ) from None
+            raise ValueError(
+                f"corpus {entry.name!r} has been deleted (perhaps from another page or app process)."
+            ) from None
         return f"refusal text of {entry.name} " + ("set" if clean else "reset to the default")
 
 
@@ -230,8 +249,13 @@ class Registry(_Changes):
 
     def entries(self) -> list[CorpusEntry]:
         """The shipped cards, the corpora in the store, then the BEIR folders under the data root."""
-        shipped = CorpusEntry(SHIPPED, SHIPPED, str(self.settings.corpus_path), "cards-jsonl",
-                              refusal=shipped_refusal(self.settings.corpus_path))
+        shipped = CorpusEntry(
+            SHIPPED,
+            SHIPPED,
+            str(self.settings.corpus_path),
+            "cards-jsonl",
+            refusal=shipped_refusal(self.settings.corpus_path),
+        )
         stored = [entry_of(r) for r in self._records()]
         return [shipped, *stored, *beir_folders(self.data_root, stored)]
 
@@ -244,21 +268,28 @@ class Registry(_Changes):
             ValueError: no such corpus; the message lists the names there are.
         """
         if name_or_path is not None and not isinstance(name_or_path, str):
-            raise ValueError(f"a corpus is named by text (e.g. {SHIPPED!r}), not by a {type(name_or_path).__name__}: "
-                             "pick one in the Data tab.")
+            raise ValueError(
+                f"a corpus is named by text (e.g. {SHIPPED!r}), not by a {type(name_or_path).__name__}: "
+                "pick one in the Data tab."
+            )
         wanted = (name_or_path or SHIPPED).strip()
         entries = self.entries()
         found = next((e for e in entries if e.name == wanted), None) or (_by_path(wanted, entries) if paths else None)
         if found is not None:
             return found
         names = ", ".join(e.name for e in entries)
-        gone = (" If it was listed before, it has been deleted (perhaps from another page or app process)."
-                + (f" The store is unreachable: {self.store_error}." if self.store_error else ""))
+        gone = " If it was listed before, it has been deleted (perhaps from another page or app process)." + (
+            f" The store is unreachable: {self.store_error}." if self.store_error else ""
+        )
         if not paths:
-            raise ValueError(f"no corpus named {wanted[:80]!r}: choose one of {names} (the Data tab lists them; "
-                             "upload a file there to add one)." + gone)
-        raise ValueError(f"no corpus named {wanted!r}: choose one of {names}, or give the path of a file or folder "
-                         "(index it first with `python -m retrieval index PATH`)." + gone)
+            raise ValueError(
+                f"no corpus named {wanted[:80]!r}: choose one of {names} (the Data tab lists them; "
+                "upload a file there to add one)." + gone
+            )
+        raise ValueError(
+            f"no corpus named {wanted!r}: choose one of {names}, or give the path of a file or folder "
+            "(index it first with `python -m retrieval index PATH`)." + gone
+        )
 
     # --------------------------------------------------------------------------------------------- loading
     def open(self, name_or_path: str | None, *, paths: bool = False) -> CorpusData:
@@ -285,13 +316,19 @@ class Registry(_Changes):
             return cached
         cards, queries, fmt = _read(entry.kind, source, self.limits)
         chunks = tuple(split_cards(cards, DEFAULT_CHUNK_WORDS))
-        entry = dataclasses.replace(entry, format=fmt, fingerprint=fingerprint(chunks), cards=len(cards),
-                                    chunks=len(chunks), turns=len(queries))
+        entry = dataclasses.replace(
+            entry, format=fmt, fingerprint=fingerprint(chunks), cards=len(cards), chunks=len(chunks), turns=len(queries)
+        )
         return _remember(cache_key, CorpusData(entry, tuple(cards), chunks, tuple(queries)))
 
     def _load_stored(self, entry: CorpusEntry) -> CorpusData:
-        cache_key = ("store", self.settings.chroma_host or self.settings.chroma_path, entry.name, entry.fingerprint,
-                     entry.added)
+        cache_key = (
+            "store",
+            self.settings.chroma_host or self.settings.chroma_path,
+            entry.name,
+            entry.fingerprint,
+            entry.added,
+        )
         cached = _cached(cache_key)
         if cached is not None:
             return dataclasses.replace(cached, entry=entry)  # the refusal text may have changed since
@@ -304,16 +341,25 @@ class Registry(_Changes):
             try:
                 _, cards, queries = corpus_store.read(self.settings, entry.name)
             except KeyError:
-                raise ValueError(f"corpus {entry.name!r} has been deleted (perhaps from another page or app "
-                                 "process): pick another in the Data tab.") from None
+                raise ValueError(
+                    f"corpus {entry.name!r} has been deleted (perhaps from another page or app "
+                    "process): pick another in the Data tab."
+                ) from None
             chunks = split_cards(cards, DEFAULT_CHUNK_WORDS)
             if fingerprint(chunks) != entry.fingerprint:
                 entry = _resplit(self.settings, entry, cards, chunks)
         return _remember(cache_key, CorpusData(entry, tuple(cards), tuple(chunks), tuple(queries)))
 
     # --------------------------------------------------------------------------------------------- adding
-    def add(self, path: str | Path, name: str | None = None, *, display: str | None = None, copy: bool = False,
-            owner: str | None = None) -> tuple[CorpusData, bool]:
+    def add(
+        self,
+        path: str | Path,
+        name: str | None = None,
+        *,
+        display: str | None = None,
+        copy: bool = False,
+        owner: str | None = None,
+    ) -> tuple[CorpusData, bool]:
         """Validate a file or folder and keep its cards and labeled turns in the store. ``copy``: it is an upload
         from the page (its temporary file is read, nothing of it is kept on disk), deletable from the page only by
         the session holding ``owner`` (a secret token); otherwise the CLI indexed it and the page never deletes it.
@@ -338,19 +384,34 @@ class Registry(_Changes):
                     if same.queries == tuple(loaded.queries):  # the same cards with other labeled turns are new
                         return dataclasses.replace(same, notes=loaded.notes), False
             if len(rows) >= self.limits.max_corpora:
-                raise LoadError([f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
-                                 f"{self.limits.max_corpora}); delete one in the Data tab first."])
+                raise LoadError(
+                    [
+                        f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
+                        f"{self.limits.max_corpora}); delete one in the Data tab first."
+                    ]
+                )
             taken = {SHIPPED, *(e.name for e in beir_folders(self.data_root, []))}
-            meta = {"format": loaded.format, "fingerprint": fp, "cards": len(loaded.cards), "chunks": len(chunks),
-                    "turns": len(loaded.queries), "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                    "origin": "page" if copy else "cli", "owner": owner_hash(owner) if copy else "", "refusal": "",
-                    "source": "" if copy else str(path.resolve()), "model": _canonical(self.settings.embedding_model)}
-            final = corpus_store.create(self.settings, sanitise(name or Path(shown).stem), taken, meta,
-                                        loaded.cards, loaded.queries)
+            meta = {
+                "format": loaded.format,
+                "fingerprint": fp,
+                "cards": len(loaded.cards),
+                "chunks": len(chunks),
+                "turns": len(loaded.queries),
+                "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "origin": "page" if copy else "cli",
+                "owner": owner_hash(owner) if copy else "",
+                "refusal": "",
+                "source": "" if copy else str(path.resolve()),
+                "model": _canonical(self.settings.embedding_model),
+            }
+            final = corpus_store.create(
+                self.settings, sanitise(name or Path(shown).stem), taken, meta, loaded.cards, loaded.queries
+            )
         entry = entry_of({**meta, "name": final, "collection": corpus_store.PREFIX + final})
         data = CorpusData(entry, tuple(loaded.cards), tuple(chunks), tuple(loaded.queries), loaded.notes)
-        return _remember(("store", self.settings.chroma_host or self.settings.chroma_path, final, fp, entry.added),
-                         data), True
+        return _remember(
+            ("store", self.settings.chroma_host or self.settings.chroma_path, final, fp, entry.added), data
+        ), True
 
 
 def medication_cards(path: str | Path) -> bool:
@@ -383,12 +444,21 @@ def entry_of(row: dict[str, Any]) -> CorpusEntry:
     """The entry of a record's metadata (``corpus_store.records``)."""
     attached = row.get("origin") == "attach"
     return CorpusEntry(
-        name=str(row["name"]), kind="attached" if attached else "indexed", source=str(row.get("source", "")),
-        format=str(row.get("format", "")), fingerprint=str(row.get("fingerprint", "")),
-        cards=int(row.get("cards", 0)), chunks=int(row.get("chunks", 0)), turns=int(row.get("turns", 0)),
-        added=str(row.get("added", "")), refusal=str(row.get("refusal") or NEUTRAL_REFUSAL),
-        origin=str(row.get("origin", "")), owner=str(row.get("owner", "")), model=str(row.get("model", "")),
-        collection=str(row.get("attached") if attached else row["collection"]))
+        name=str(row["name"]),
+        kind="attached" if attached else "indexed",
+        source=str(row.get("source", "")),
+        format=str(row.get("format", "")),
+        fingerprint=str(row.get("fingerprint", "")),
+        cards=int(row.get("cards", 0)),
+        chunks=int(row.get("chunks", 0)),
+        turns=int(row.get("turns", 0)),
+        added=str(row.get("added", "")),
+        refusal=str(row.get("refusal") or NEUTRAL_REFUSAL),
+        origin=str(row.get("origin", "")),
+        owner=str(row.get("owner", "")),
+        model=str(row.get("model", "")),
+        collection=str(row.get("attached") if attached else row["collection"]),
+    )
 
 
 def beir_folders(data_root: Path | None, stored: list[CorpusEntry]) -> list[CorpusEntry]:
@@ -405,8 +475,16 @@ def beir_folders(data_root: Path | None, stored: list[CorpusEntry]) -> list[Corp
     return found
 
 
-def attach(settings: Settings, collection: str, *, name: str | None = None, text_field: str = "",
-           title_field: str = "", limits=None, owner: str | None = None):
+def attach(
+    settings: Settings,
+    collection: str,
+    *,
+    name: str | None = None,
+    text_field: str = "",
+    title_field: str = "",
+    limits=None,
+    owner: str | None = None,
+):
     """Check the collection against ``settings.embedding_model`` and keep a record of it in the store.
 
     Returns the corpus (``CorpusData``) and whether it was new (False: this collection was attached before, with
@@ -434,10 +512,22 @@ def attach(settings: Settings, collection: str, *, name: str | None = None, text
     for row in corpus_store.records(settings):
         if row.get("attached") == collection and row.get("model") == model:
             return registry.open(str(row["name"])), False
-    meta = {"format": "chroma-collection", "fingerprint": fp, "cards": len(cards_of(chunks)),
-            "chunks": len(chunks), "turns": 0, "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "origin": "attach",
-            "owner": owner_hash(owner), "refusal": "", "source": "", "attached": collection, "model": model,
-            "text_field": text_field, "title_field": title_field}
+    meta = {
+        "format": "chroma-collection",
+        "fingerprint": fp,
+        "cards": len(cards_of(chunks)),
+        "chunks": len(chunks),
+        "turns": 0,
+        "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "origin": "attach",
+        "owner": owner_hash(owner),
+        "refusal": "",
+        "source": "",
+        "attached": collection,
+        "model": model,
+        "text_field": text_field,
+        "title_field": title_field,
+    }
     taken = {SHIPPED, *(e.name for e in beir_folders(registry.data_root, []))}
     final = corpus_store.create(settings, sanitise(name or collection), taken, meta, (), ())
     return registry.open(final), True
@@ -536,9 +626,8 @@ def is_indexed(data: CorpusData, settings: Settings) -> bool:
     by this process before, or by another one): opening it embeds nothing."""
     if data.key is None or data.entry.kind == "attached":
         return True
-    from retrieval.encoders import canonical_embedder
-
     from retrieval.dense import stored_rows
+    from retrieval.encoders import canonical_embedder
 
     name = collection_names(data.chunks, [canonical_embedder(settings.embedding_model)])[0]
     try:
@@ -561,11 +650,20 @@ def _resplit(settings: Settings, entry: CorpusEntry, cards: Sequence[Card], chun
     takes today's (its dense collection, named by it, is built anew). Anything else is damage."""
     now = fingerprint(chunks)
     if fingerprint(split_cards(cards, DEFAULT_CHUNK_WORDS, legacy=True)) != entry.fingerprint:
-        raise LoadError([f"{entry.name}: the cards kept in {corpus_store.where(settings)} do not give the "
-                         f"fingerprint recorded with them ({now} != {entry.fingerprint}): delete the corpus and "
-                         "upload it again."])
-    log.warning("corpus %s: its sub-chunks are split anew by today's chunker (%s -> %s, %d sub-chunks)",
-                entry.name, entry.fingerprint, now, len(chunks))
+        raise LoadError(
+            [
+                f"{entry.name}: the cards kept in {corpus_store.where(settings)} do not give the "
+                f"fingerprint recorded with them ({now} != {entry.fingerprint}): delete the corpus and "
+                "upload it again."
+            ]
+        )
+    log.warning(
+        "corpus %s: its sub-chunks are split anew by today's chunker (%s -> %s, %d sub-chunks)",
+        entry.name,
+        entry.fingerprint,
+        now,
+        len(chunks),
+    )
     try:
         corpus_store.update(settings, entry.name, fingerprint=now, chunks=len(chunks))
     except Exception:  # a read-only or unreachable store: this process uses the new split all the same
@@ -592,8 +690,14 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
     attach = data.entry.collection if data.entry.kind == "attached" else None
-    retriever = get_retriever(settings_for(data, settings), progress=progress, chunks=data.chunks,
-                              corpus_key=data.key, cancel=cancel, attach=attach)
+    retriever = get_retriever(
+        settings_for(data, settings),
+        progress=progress,
+        chunks=data.chunks,
+        corpus_key=data.key,
+        cancel=cancel,
+        attach=attach,
+    )
     now = time.monotonic()
     if getattr(retriever, "ood_covered", None) is None and retriever.dense_branch.store is not None:
         from retrieval import ood_examples  # the out-of-domain pool's turns this corpus answers itself
@@ -628,8 +732,10 @@ def turn_corpus(name: str | None, settings: Settings):
         return get_retriever(settings), shipped_refusal(settings.corpus_path)
     data = Registry(settings).open(name)
     if not is_ready(data, settings) and not is_indexed(data, settings):
-        raise ValueError(f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
-                         "in the Data tab and wait for its progress bar to reach 100%.")
+        raise ValueError(
+            f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
+            "in the Data tab and wait for its progress bar to reach 100%."
+        )
     return retriever_for(data, settings), data.entry.refusal
 
 
@@ -646,8 +752,10 @@ def open_within(data: CorpusData, settings: Settings, seconds: float) -> dict[st
     job = job_for(data, settings)
     if job is None or not job.running:
         if not is_indexed(data, settings):
-            raise ValueError(f"is not indexed yet for {settings.embedding_model}: a link opens only corpora "
-                             "already indexed; open it in the Data tab to index it.")
+            raise ValueError(
+                f"is not indexed yet for {settings.embedding_model}: a link opens only corpora "
+                "already indexed; open it in the Data tab to index it."
+            )
         job = start_index(data, settings)  # its collection is complete: this opens it, embedding nothing
     snap = job.wait(seconds)
     return None if snap["status"] == "done" else snap
@@ -710,8 +818,11 @@ class IndexJob:
             else:
                 self.done = self.total
                 self.status = "done"
-                if calibrate_on_index(self.settings) and self.data.key is not None \
-                        and getattr(retriever, "calibration", None) is None:
+                if (
+                    calibrate_on_index(self.settings)
+                    and self.data.key is not None
+                    and getattr(retriever, "calibration", None) is None
+                ):
                     start_calibration(self.data, self.settings)
         except IndexingCancelled as exc:
             self.status, self.error = "cancelled", str(exc)
@@ -727,9 +838,17 @@ class IndexJob:
         fresh = self.done - (self.first_done or 0)
         rate = fresh / elapsed if fresh > 0 else 0.0
         left = (self.total - self.done) / rate if rate > 0 else None
-        return {"name": self.name, "status": self.status, "done": self.done, "total": self.total,
-                "fraction": (self.done / self.total) if self.total else 1.0, "rate": rate, "eta_s": left,
-                "elapsed_s": elapsed, "error": self.error}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "done": self.done,
+            "total": self.total,
+            "fraction": (self.done / self.total) if self.total else 1.0,
+            "rate": rate,
+            "eta_s": left,
+            "elapsed_s": elapsed,
+            "error": self.error,
+        }
 
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         self._thread.join(timeout)
@@ -799,8 +918,9 @@ class CalibrationJob:
         try:
             retriever = retriever_for(self.data, self.settings)
             s = settings_for(self.data, self.settings)
-            result = calibration.calibrate(retriever, self.data.queries, self.data.cards, s, name=self.name,
-                                           progress=self._progress)
+            result = calibration.calibrate(
+                retriever, self.data.queries, self.data.cards, s, name=self.name, progress=self._progress
+            )
             if self.data.key is not None:
                 calibration.save(s, self.data.chunks, result)
                 retriever.calibration = result

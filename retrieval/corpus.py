@@ -55,15 +55,19 @@ class Dataset:
 def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """``(line number, bytes without the newline)``, each line read with the ``MAX_LINE_BYTES`` cap."""
     if path.is_dir():
-        raise CorpusError(f"{path}: is a folder, not a file. Point CORPUS_PATH (or --beir) at the file itself, "
-                          "e.g. corpus/cards.jsonl.")
+        raise CorpusError(
+            f"{path}: is a folder, not a file. Point CORPUS_PATH (or --beir) at the file itself, "
+            "e.g. corpus/cards.jsonl."
+        )
     try:
         handle = path.open("rb")
     except FileNotFoundError:
         raise CorpusError(f"{path}: file not found. Check the path (CORPUS_PATH or --beir).") from None
     except OSError as exc:
-        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc}). Check the path and its permissions "
-                          "(CORPUS_PATH or --beir).") from None
+        raise CorpusError(
+            f"{path}: cannot be read ({exc.strerror or exc}). Check the path and its permissions "
+            "(CORPUS_PATH or --beir)."
+        ) from None
     with handle:
         lineno = 0
         while True:
@@ -78,24 +82,30 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 raise CorpusError(
                     f"{path}:{lineno}: line is longer than {MAX_LINE_BYTES:,} bytes (MAX_LINE_BYTES in "
                     f"retrieval/corpus.py). A card holds at most {MAX_CARD_CHARS:,} characters: split long cards, "
-                    "and check that the path is a text file with one record per line.")
+                    "and check that the path is a text file with one record per line."
+                )
             yield lineno, raw
 
 
-SAVE_AS_UTF8 = ('Save it as UTF-8: in Excel, Save As > "CSV UTF-8 (Comma delimited)"; in Notepad or TextEdit, Save As '
-                'with the encoding UTF-8.')
+SAVE_AS_UTF8 = (
+    'Save it as UTF-8: in Excel, Save As > "CSV UTF-8 (Comma delimited)"; in Notepad or TextEdit, Save As '
+    "with the encoding UTF-8."
+)
 
 
 def not_utf8(line: bytes, start: int) -> str:
     """Why ``line`` (one line of a file) is not UTF-8 from byte ``start`` on, naming the byte, what it would be in
     the encoding it was most likely saved in, and how to save the file as UTF-8. The caller adds file:line."""
-    byte = line[start:start + 1]
+    byte = line[start : start + 1]
     if b"\x00" in line:
         guess = "the file looks like UTF-16 without a byte-order mark"
     else:
         char = byte.decode("cp1252", errors="replace")
-        guess = (f"{char!r} in Windows-1252/Latin-1, which Excel's \"CSV (Comma delimited)\" and older Windows "
-                 "tools write" if char != "\ufffd" else "the file was saved in an encoding other than UTF-8")
+        guess = (
+            f'{char!r} in Windows-1252/Latin-1, which Excel\'s "CSV (Comma delimited)" and older Windows tools write'
+            if char != "\ufffd"
+            else "the file was saved in an encoding other than UTF-8"
+        )
     return f"not valid UTF-8 (byte 0x{byte.hex().upper()} at byte {start + 1} of the line: {guess}). {SAVE_AS_UTF8}"
 
 
@@ -112,8 +122,10 @@ ID_SEPARATOR = "#"  # a sub-chunk id is <card id>#<n>: a card id must not hold i
 def id_problem(card_id: str, field: str = "id") -> str | None:
     """Why ``card_id`` cannot be a card id (it holds the sub-chunk separator), or None. The caller adds file:line."""
     if ID_SEPARATOR in card_id:
-        return (f"field {field!r}: id {card_id!r} contains {ID_SEPARATOR!r}, which separates a card id from its "
-                f"sub-chunk number (<card id>{ID_SEPARATOR}<n>); rename the card without {ID_SEPARATOR!r}.")
+        return (
+            f"field {field!r}: id {card_id!r} contains {ID_SEPARATOR!r}, which separates a card id from its "
+            f"sub-chunk number (<card id>{ID_SEPARATOR}<n>); rename the card without {ID_SEPARATOR!r}."
+        )
     return None
 
 
@@ -126,11 +138,15 @@ def json_line(line: str | bytes) -> Any:
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno}).") from None
     except RecursionError:
-        raise ValueError("invalid JSON (brackets nested too deeply for the parser). A card is one flat JSON "
-                         "object.") from None
+        raise ValueError(
+            "invalid JSON (brackets nested too deeply for the parser). A card is one flat JSON object."
+        ) from None
     except ValueError as exc:  # e.g. Python's cap on the digits of an integer
-        reason = (f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
-                  if "digits" in str(exc) else str(exc))
+        reason = (
+            f"a number has more than {sys.get_int_max_str_digits()} digits; write it as a string"
+            if "digits" in str(exc)
+            else str(exc)
+        )
         raise ValueError(f"invalid JSON ({reason}).") from None
 
 
@@ -157,8 +173,10 @@ def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
             raise CorpusError(f"{path}:{lineno}: unreadable TSV line ({exc}).") from None
         longest = max((len(field) for field in row), default=0)
         if longest > MAX_TSV_FIELD:  # checked here: csv's own limit is process-wide and another loader may raise it
-            raise CorpusError(f"{path}:{lineno}: a field is {longest:,} characters long; the limit is "
-                              f"{MAX_TSV_FIELD:,}. Check the file's tabs and quotes.")
+            raise CorpusError(
+                f"{path}:{lineno}: a field is {longest:,} characters long; the limit is "
+                f"{MAX_TSV_FIELD:,}. Check the file's tabs and quotes."
+            )
         yield lineno, row
 
 
@@ -171,8 +189,10 @@ def _require_str(path: Path, lineno: int, obj: dict[str, Any], name: str, *, all
     if not allow_empty and not value.strip():
         raise CorpusError(f"{path}:{lineno}: field {name!r} is empty.")
     if any("\ud800" <= ch <= "\udfff" for ch in value):
-        raise CorpusError(f"{path}:{lineno}: field {name!r} holds a lone surrogate escape (e.g. \\ud800), "
-                          "which is not text; fix the escape.")
+        raise CorpusError(
+            f"{path}:{lineno}: field {name!r} holds a lone surrogate escape (e.g. \\ud800), "
+            "which is not text; fix the escape."
+        )
     return value
 
 
@@ -201,8 +221,15 @@ def load_cards(path: str | Path) -> list[Card]:
                 f"{MAX_CARD_CHARS:,}. Split the card into smaller cards."
             )
         first_line[card_id] = lineno
-        cards.append(Card(id=card_id, title=values["title"].strip(), lang=values["lang"].strip(),
-                          topic=values["topic"].strip(), text=values["text"].strip()))
+        cards.append(
+            Card(
+                id=card_id,
+                title=values["title"].strip(),
+                lang=values["lang"].strip(),
+                topic=values["topic"].strip(),
+                text=values["text"].strip(),
+            )
+        )
     if not cards:
         raise CorpusError(f"{path}: no cards found. The file must hold one JSON card per line.")
     return cards
@@ -227,8 +254,9 @@ def load_queries(path: str | Path) -> list[LabeledQuery]:
         if qid in seen:
             raise CorpusError(f"{path}:{lineno}: field 'id': duplicate query id {qid!r}.")
         seen.add(qid)
-        out.append(LabeledQuery(id=qid, text=text, lang=str(obj.get("lang", "en")), category=category,
-                                relevant=dict(relevant)))
+        out.append(
+            LabeledQuery(id=qid, text=text, lang=str(obj.get("lang", "en")), category=category, relevant=dict(relevant))
+        )
     return out
 
 
@@ -276,8 +304,9 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
         if not row or (lineno == 1 and not row[-1].strip().lstrip("-").isdigit()):
             continue  # blank line or header
         if len(row) < 3:
-            raise CorpusError(f"{qrels_path}:{lineno}: expected 3 tab-separated columns "
-                              f"(query-id, corpus-id, score), got {len(row)}.")
+            raise CorpusError(
+                f"{qrels_path}:{lineno}: expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}."
+            )
         try:
             grade = int(row[-1])
         except ValueError:
@@ -289,8 +318,11 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
     for lineno, obj in _json_lines(queries_path):
         qid = _require_str(queries_path, lineno, obj, "_id")
         if qid in qrels:
-            queries.append(LabeledQuery(id=qid, text=_require_str(queries_path, lineno, obj, "text"),
-                                        category="beir", relevant=qrels[qid]))
+            queries.append(
+                LabeledQuery(
+                    id=qid, text=_require_str(queries_path, lineno, obj, "text"), category="beir", relevant=qrels[qid]
+                )
+            )
     if not queries:
         raise CorpusError(f"{queries_path}: no query has judgements in {qrels_path}.")
     return Dataset(name=f"{folder.name}-{split}", cards=tuple(cards), queries=tuple(queries), chunk_words=None)
@@ -313,8 +345,9 @@ def _words(text: str) -> int:
 
 def _join(parts: Sequence[str]) -> str:
     """Sentences joined by a space, none after 。！？ (Chinese and Japanese write none)."""
-    return "".join(part if not i or parts[i - 1].endswith(("。", "！", "？")) else " " + part
-                   for i, part in enumerate(parts))
+    return "".join(
+        part if not i or parts[i - 1].endswith(("。", "！", "？")) else " " + part for i, part in enumerate(parts)
+    )
 
 
 def _pack(parts: Iterable[str], max_words: int, count: Callable[[str], int] = _words) -> list[str]:
@@ -336,8 +369,10 @@ def _cut(sentence: str, max_words: int) -> list[str]:
     if _words(sentence) <= LONG_SENTENCE * max_words:
         return [sentence]
     step = 2 * max_words
-    return _pack([tok[i:i + step] for tok in sentence.split() for i in range(0, len(tok), step if has_cjk(tok)
-                                                                              else len(tok))], max_words)
+    return _pack(
+        [tok[i : i + step] for tok in sentence.split() for i in range(0, len(tok), step if has_cjk(tok) else len(tok))],
+        max_words,
+    )
 
 
 def split_card(card: Card, max_words: int | None = DEFAULT_CHUNK_WORDS, *, legacy: bool = False) -> list[Chunk]:
@@ -350,14 +385,19 @@ def split_card(card: Card, max_words: int | None = DEFAULT_CHUNK_WORDS, *, legac
     elif legacy:  # (each legacy sentence but the last ends with . ! or ?: joined by a space, as it was)
         pieces = _pack(_LEGACY_SENTENCE.split(card.text), max_words, lambda t: len(t.split()))
     else:
-        pieces = _pack([piece for sentence in _SENTENCE.split(card.text) if sentence
-                        for piece in _cut(sentence, max_words)], max_words)
-    return [Chunk(chunk_id=f"{card.id}#{n}", parent_id=card.id, title=card.title, lang=card.lang, text=piece)
-            for n, piece in enumerate(pieces)]
+        pieces = _pack(
+            [piece for sentence in _SENTENCE.split(card.text) if sentence for piece in _cut(sentence, max_words)],
+            max_words,
+        )
+    return [
+        Chunk(chunk_id=f"{card.id}#{n}", parent_id=card.id, title=card.title, lang=card.lang, text=piece)
+        for n, piece in enumerate(pieces)
+    ]
 
 
-def split_cards(cards: Iterable[Card], max_words: int | None = DEFAULT_CHUNK_WORDS, *,
-                legacy: bool = False) -> list[Chunk]:
+def split_cards(
+    cards: Iterable[Card], max_words: int | None = DEFAULT_CHUNK_WORDS, *, legacy: bool = False
+) -> list[Chunk]:
     """Every card's sub-chunks, in corpus order."""
     return [chunk for card in cards for chunk in split_card(card, max_words, legacy=legacy)]
 

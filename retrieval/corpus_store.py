@@ -59,8 +59,11 @@ def client_for(settings: Settings):
 
 
 def where(settings: Settings) -> str:
-    return (f"the Chroma server {settings.chroma_host}:{settings.chroma_port}" if settings.chroma_host
-            else f"the Chroma store at {settings.chroma_path}")
+    return (
+        f"the Chroma server {settings.chroma_host}:{settings.chroma_port}"
+        if settings.chroma_host
+        else f"the Chroma store at {settings.chroma_path}"
+    )
 
 
 def records(settings: Settings, *, writing: bool = False) -> list[dict[str, Any]]:
@@ -91,8 +94,14 @@ def _exists_error(exc: Exception) -> bool:
     return "already exists" in str(exc).lower() or type(exc).__name__ == "UniqueConstraintError"
 
 
-def create(settings: Settings, base: str, taken: set[str], meta: dict[str, Any], cards: Sequence[Card],
-           queries: Sequence[LabeledQuery]) -> str:
+def create(
+    settings: Settings,
+    base: str,
+    taken: set[str],
+    meta: dict[str, Any],
+    cards: Sequence[Card],
+    queries: Sequence[LabeledQuery],
+) -> str:
     """Claim the first free name ``base``, ``base-2``, ... (not in ``taken`` and not claimed in the store by any
     process), write the cards and turns, then mark the record ready. Returns the name.
 
@@ -106,8 +115,14 @@ def create(settings: Settings, base: str, taken: set[str], meta: dict[str, Any],
         n += 1
         if name in taken:
             continue
-        full = {**meta, "schema": SCHEMA, "name": name, "chunker": CHUNKER_VERSION, "state": "writing",
-                "started": time.time()}
+        full = {
+            **meta,
+            "schema": SCHEMA,
+            "name": name,
+            "chunker": CHUNKER_VERSION,
+            "state": "writing",
+            "started": time.time(),
+        }
         try:
             col = client.create_collection(PREFIX + name, metadata=full)
         except Exception as exc:
@@ -132,8 +147,11 @@ def _drop_stale(client) -> None:
     now = time.time()
     for col in client.list_collections():
         meta = getattr(col, "metadata", None) or {}
-        if (col.name.startswith(PREFIX) and meta.get("state") == "writing"
-                and now - float(meta.get("started", now)) > STALE_WRITING_S):
+        if (
+            col.name.startswith(PREFIX)
+            and meta.get("state") == "writing"
+            and now - float(meta.get("started", now)) > STALE_WRITING_S
+        ):
             log.warning("dropping corpus record %s: left half-written by a process that stopped", col.name)
             try:
                 client.delete_collection(col.name)
@@ -143,15 +161,36 @@ def _drop_stale(client) -> None:
 
 def _write_rows(col, cards: Sequence[Card], queries: Sequence[LabeledQuery]) -> None:
     rows: list[tuple[str, str, dict[str, Any]]] = [
-        (f"card:{i:09d}", c.text, {"role": "card", "i": i, "id": c.id, "title": c.title, "lang": c.lang,
-                                   "topic": c.topic}) for i, c in enumerate(cards)]
-    rows += [(f"turn:{i:09d}", q.text, {"role": "turn", "i": i, "id": q.id, "lang": q.lang, "category": q.category,
-                                        "relevant": json.dumps(q.relevant, ensure_ascii=False)})
-             for i, q in enumerate(queries)]
+        (
+            f"card:{i:09d}",
+            c.text,
+            {"role": "card", "i": i, "id": c.id, "title": c.title, "lang": c.lang, "topic": c.topic},
+        )
+        for i, c in enumerate(cards)
+    ]
+    rows += [
+        (
+            f"turn:{i:09d}",
+            q.text,
+            {
+                "role": "turn",
+                "i": i,
+                "id": q.id,
+                "lang": q.lang,
+                "category": q.category,
+                "relevant": json.dumps(q.relevant, ensure_ascii=False),
+            },
+        )
+        for i, q in enumerate(queries)
+    ]
     for lo in range(0, len(rows), PAGE):
         page = rows[lo : lo + PAGE]
-        col.add(ids=[r[0] for r in page], documents=[r[1] for r in page], metadatas=[r[2] for r in page],
-                embeddings=[[1.0]] * len(page))
+        col.add(
+            ids=[r[0] for r in page],
+            documents=[r[1] for r in page],
+            metadatas=[r[2] for r in page],
+            embeddings=[[1.0]] * len(page),
+        )
 
 
 def read(settings: Settings, name: str) -> tuple[dict[str, Any], list[Card], list[LabeledQuery]]:
@@ -171,12 +210,31 @@ def read(settings: Settings, name: str) -> tuple[dict[str, Any], list[Card], lis
         got = col.get(limit=PAGE, offset=lo, include=["documents", "metadatas"])
         for doc, m in zip(got["documents"], got["metadatas"]):
             if m.get("role") == "card":
-                cards.append((int(m["i"]), Card(str(m["id"]), str(m.get("title", "")), str(m.get("lang", "en")),
-                                                str(m.get("topic", "general")), doc or "")))
+                cards.append(
+                    (
+                        int(m["i"]),
+                        Card(
+                            str(m["id"]),
+                            str(m.get("title", "")),
+                            str(m.get("lang", "en")),
+                            str(m.get("topic", "general")),
+                            doc or "",
+                        ),
+                    )
+                )
             elif m.get("role") == "turn":
-                turns.append((int(m["i"]), LabeledQuery(str(m["id"]), doc or "", str(m.get("lang", "en")),
-                                                        str(m.get("category", "mixed")),
-                                                        json.loads(m.get("relevant") or "{}"))))
+                turns.append(
+                    (
+                        int(m["i"]),
+                        LabeledQuery(
+                            str(m["id"]),
+                            doc or "",
+                            str(m.get("lang", "en")),
+                            str(m.get("category", "mixed")),
+                            json.loads(m.get("relevant") or "{}"),
+                        ),
+                    )
+                )
     return meta, [c for _, c in sorted(cards, key=lambda p: p[0])], [q for _, q in sorted(turns, key=lambda p: p[0])]
 
 
@@ -184,8 +242,11 @@ def _get(client, name: str):
     try:
         return client.get_collection(PREFIX + name)
     except Exception as exc:
-        if "does not exist" in str(exc).lower() or "not found" in str(exc).lower() or type(exc).__name__ in (
-                "NotFoundError", "InvalidCollectionException", "ValueError"):
+        if (
+            "does not exist" in str(exc).lower()
+            or "not found" in str(exc).lower()
+            or type(exc).__name__ in ("NotFoundError", "InvalidCollectionException", "ValueError")
+        ):
             raise KeyError(name) from None
         raise
 

@@ -66,8 +66,11 @@ _HARMLESS = {".DS_Store", ".gitignore", ".gitkeep"}
 
 def _store_entry(entry: Path) -> bool:
     """Part of the Chroma store whose folder holds ``entry`` (its database, a segment folder, the open marker)."""
-    return (entry.name in STORE_FILES or entry.name == OPENING_MARKER
-            or (entry.is_dir() and _SEGMENT.fullmatch(entry.name) is not None))
+    return (
+        entry.name in STORE_FILES
+        or entry.name == OPENING_MARKER
+        or (entry.is_dir() and _SEGMENT.fullmatch(entry.name) is not None)
+    )
 
 
 def _neighbour_store(entry: Path) -> bool:
@@ -88,17 +91,22 @@ def check_store_path(path: str | Path) -> None:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         where = "is a file, not a folder" if existing == folder else f"lies inside {existing}, which is a file"
-        raise StorePathError(f"CHROMA_PATH={path} {where}. Point CHROMA_PATH at a folder for the Chroma store "
-                             "(it is created if missing; default .chroma/); nothing was changed.")
+        raise StorePathError(
+            f"CHROMA_PATH={path} {where}. Point CHROMA_PATH at a folder for the Chroma store "
+            "(it is created if missing; default .chroma/); nothing was changed."
+        )
     if not folder.is_dir() or (folder / "chroma.sqlite3").exists():
         return
-    foreign = sorted(e.name for e in folder.iterdir()
-                     if not (_store_entry(e) or _neighbour_store(e) or e.name in _HARMLESS))
+    foreign = sorted(
+        e.name for e in folder.iterdir() if not (_store_entry(e) or _neighbour_store(e) or e.name in _HARMLESS)
+    )
     if foreign:
         shown = ", ".join(repr(name) for name in foreign[:3]) + (" ..." if len(foreign) > 3 else "")
-        raise StorePathError(f"CHROMA_PATH={path} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
-                             f"that are not part of a Chroma store ({shown}); nothing was changed. Point "
-                             "CHROMA_PATH at an empty or new folder (default .chroma/).")
+        raise StorePathError(
+            f"CHROMA_PATH={path} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
+            f"that are not part of a Chroma store ({shown}); nothing was changed. Point "
+            "CHROMA_PATH at an empty or new folder (default .chroma/)."
+        )
 
 
 def move_store_aside(path: str | Path) -> tuple[Path, list[str], list[str]]:
@@ -173,8 +181,9 @@ def probe_store(path: str | Path, timeout: float = 600.0) -> str:
     else what went wrong. A store whose HNSW files are damaged can crash Chroma's native code (a segfault), which
     no ``except`` in this process could survive."""
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return f"reading it in a child process did not finish within {timeout:.0f} s"
     if proc.returncode == 0:
@@ -210,8 +219,9 @@ def opening_guard(path: str | Path) -> Iterator[None]:
     folder = Path(path)
     marker = folder / OPENING_MARKER
     if marker.exists() and not _opened_by_live_process(marker):
-        log.warning("a previous process died while opening the Chroma store at %s; checking it in a child process",
-                    folder)
+        log.warning(
+            "a previous process died while opening the Chroma store at %s; checking it in a child process", folder
+        )
         problem = probe_store(folder)
         if problem:
             raise StoreCorrupted(f"a previous process died while opening it and {problem}")
@@ -269,10 +279,12 @@ class _ResumableBuild:
                 batch = [self._rows[i] for i in pending]
                 # upsert: another process indexing the same corpus writes the same ids and vectors (the
                 # embedders are deterministic), so both end with one complete collection
-                collection.upsert(ids=[c.chunk_id for c in batch], embeddings=vectors[pending],
-                                  documents=[c.text for c in batch],
-                                  metadatas=[{"parent_id": c.parent_id, "title": c.title, "lang": c.lang}
-                                             for c in batch])
+                collection.upsert(
+                    ids=[c.chunk_id for c in batch],
+                    embeddings=vectors[pending],
+                    documents=[c.text for c in batch],
+                    metadatas=[{"parent_id": c.parent_id, "title": c.title, "lang": c.lang} for c in batch],
+                )
                 pending.clear()
 
         progress(done, total)  # where this build starts (a resumed one starts at what the store held)
@@ -281,8 +293,10 @@ class _ResumableBuild:
         for lo in range(0, len(missing), step):
             if self.cancel is not None and self.cancel.is_set():
                 flush()
-                raise IndexingCancelled(f"indexing cancelled after {done:,} of {total:,} sub-chunks; the "
-                                        "vectors stored so far are kept and the next open resumes from them")
+                raise IndexingCancelled(
+                    f"indexing cancelled after {done:,} of {total:,} sub-chunks; the "
+                    "vectors stored so far are kept and the next open resumes from them"
+                )
             block = missing[lo : lo + step]
             try:
                 if many is not None:
@@ -308,7 +322,7 @@ class _ResumableBuild:
             except Exception as one:
                 block, exc = [i], one
                 break
-        return (f"embedding sub-chunk {self._rows[block[0]].chunk_id!r} failed ({type(exc).__name__}: {exc})")
+        return f"embedding sub-chunk {self._rows[block[0]].chunk_id!r} failed ({type(exc).__name__}: {exc})"
 
     def _read_present(self, collection, ids: list[str]) -> dict[str, np.ndarray]:
         """The stored vectors of this corpus's ids (those present)."""
@@ -341,8 +355,7 @@ class _ResumableBuild:
         for i in np.unique(np.linspace(0, len(present) - 1, min(len(present), VERIFY_REEMBED)).astype(int)):
             cosine = float(np.dot(self.embedder.embed_document(present[i].indexed_text), stored[i]))
             if cosine < 0.999:
-                return (f"the stored vector of {present[i].chunk_id!r} is not its text's embedding "
-                        f"(cosine {cosine:.3f})")
+                return f"the stored vector of {present[i].chunk_id!r} is not its text's embedding (cosine {cosine:.3f})"
         return ""
 
 
@@ -355,17 +368,21 @@ def attach_problem(embedder: Embedder, chunks: Sequence[Chunk], stored: np.ndarr
     of another dimension, or a sample of texts that does not re-embed to its stored vectors."""
     if stored.ndim != 2 or stored.shape[1] != embedder.dim:
         dim = stored.shape[1] if stored.ndim == 2 else 0
-        return (f"its vectors have {dim} dimensions but {embedder.name} makes {embedder.dim}: it was embedded with "
-                "another model; name that one with --embedding-model")
+        return (
+            f"its vectors have {dim} dimensions but {embedder.name} makes {embedder.dim}: it was embedded with "
+            "another model; name that one with --embedding-model"
+        )
     n = len(stored)
     for i in np.unique(np.linspace(0, n - 1, min(n, ATTACH_REEMBED)).astype(int)):
         fresh = embedder.embed_document(chunks[i].indexed_text)
         norm = float(np.linalg.norm(stored[i])) or 1.0
         cosine = float(np.dot(fresh, stored[i]) / norm)
         if cosine < 0.99:
-            return (f"the stored vector of {chunks[i].chunk_id!r} is not {embedder.name}'s embedding of its text "
-                    f"(cosine {cosine:.3f}): it was embedded with another model (name it with --embedding-model) or "
-                    "from other text (--text-field, --title-field)")
+            return (
+                f"the stored vector of {chunks[i].chunk_id!r} is not {embedder.name}'s embedding of its text "
+                f"(cosine {cosine:.3f}): it was embedded with another model (name it with --embedding-model) or "
+                "from other text (--text-field, --title-field)"
+            )
     return ""
 
 
@@ -375,8 +392,16 @@ class DenseStore(_ResumableBuild):
     a partial one (a cancelled or crashed build: same fingerprint, fewer vectors) resumes.
     """
 
-    def __init__(self, chunks: Sequence[Chunk], embedder: Embedder, client, *, progress: Progress | None = None,
-                 cancel: threading.Event | None = None, attach: str | None = None):
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        embedder: Embedder,
+        client,
+        *,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        attach: str | None = None,
+    ):
         self.embedder = embedder
         self.cancel = cancel
         self.resumed_from = 0
@@ -386,8 +411,11 @@ class DenseStore(_ResumableBuild):
         # An attached collection is read as it was made (a row per sub-chunk); this app's own store one per text.
         self._rows = list(self._chunks) if attach else stored_rows(self._chunks)
         row_of_text = {c.indexed_text: i for i, c in enumerate(self._rows)}
-        self._row_of = (np.arange(len(self._chunks)) if attach
-                        else np.array([row_of_text[c.indexed_text] for c in self._chunks], dtype=np.int64))
+        self._row_of = (
+            np.arange(len(self._chunks))
+            if attach
+            else np.array([row_of_text[c.indexed_text] for c in self._chunks], dtype=np.int64)
+        )
         self._copies: dict[str, list[str]] = {c.chunk_id: [] for c in self._rows}  # row id -> its sub-chunks
         for chunk, row in zip(self._chunks, self._row_of):
             self._copies[self._rows[row].chunk_id].append(chunk.chunk_id)
@@ -414,24 +442,40 @@ class DenseStore(_ResumableBuild):
             if not problem:
                 self.embeddings = got[self._row_of]
                 return collection
-            log.warning("Chroma collection %s does not match the corpus (%s); rebuilding it",
-                        self.collection_name, problem)
+            log.warning(
+                "Chroma collection %s does not match the corpus (%s); rebuilding it", self.collection_name, problem
+            )
         elif count:
             # Same fingerprint, fewer vectors: a build that was cancelled or died part-way. Keep what it stored
             # (if every stored id belongs to this corpus and a sample re-embeds to its stored vector) and embed
             # only the missing sub-chunks; anything else rebuilds from scratch.
             foreign = self._foreign_ids(collection, set(ids))  # (not count - len(have): another process may
             have = self._read_present(collection, ids)  # be adding to the same collection right now)
-            problem = (f"{foreign} stored ids are not rows of this corpus (one per distinct sub-chunk text)"
-                       if foreign else self._verify_sample(have) if have else "")
+            problem = (
+                f"{foreign} stored ids are not rows of this corpus (one per distinct sub-chunk text)"
+                if foreign
+                else self._verify_sample(have)
+                if have
+                else ""
+            )
             if problem:
-                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; "
-                            "rebuilding it", self.collection_name, count, len(ids), problem)
+                log.warning(
+                    "Chroma collection %s holds %d vectors but the corpus has %d sub-chunks, and %s; rebuilding it",
+                    self.collection_name,
+                    count,
+                    len(ids),
+                    problem,
+                )
                 have = {}
             else:
-                log.warning("Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written "
-                            "build); resuming: embedding the %d missing", self.collection_name, count, len(ids),
-                            len(ids) - count)
+                log.warning(
+                    "Chroma collection %s holds %d vectors but the corpus has %d sub-chunks (a half-written "
+                    "build); resuming: embedding the %d missing",
+                    self.collection_name,
+                    count,
+                    len(ids),
+                    len(ids) - count,
+                )
         if count and not have:
             self.client.delete_collection(self.collection_name)
             collection = self.client.get_or_create_collection(self.collection_name, metadata=metadata)
@@ -444,14 +488,16 @@ class DenseStore(_ResumableBuild):
         collection = self.client.get_collection(self.collection_name)
         got = self._read_embeddings(collection, [c.chunk_id for c in self._chunks])
         if got is None:
-            raise AttachMismatch(f"collection {self.collection_name!r} changed since it was attached (ids are "
-                                 "missing): attach it again")
+            raise AttachMismatch(
+                f"collection {self.collection_name!r} changed since it was attached (ids are missing): attach it again"
+            )
         problem = attach_problem(self.embedder, self._chunks, got)
         if problem:
             raise AttachMismatch(f"collection {self.collection_name!r}: {problem}")
         config = getattr(collection, "configuration", None) or {}
-        self.space = str((config.get("hnsw") or {}).get("space") or (collection.metadata or {}).get("hnsw:space")
-                         or "l2")
+        self.space = str(
+            (config.get("hnsw") or {}).get("space") or (collection.metadata or {}).get("hnsw:space") or "l2"
+        )
         norms = np.linalg.norm(got, axis=1, keepdims=True)
         self.embeddings = got / np.where(norms > 0, norms, 1.0)
         return collection
@@ -469,8 +515,9 @@ class DenseStore(_ResumableBuild):
             fresh = self.embedder.embed_document(self._rows[i].indexed_text)
             cosine = float(np.dot(fresh, stored[i]))
             if cosine < 0.999:
-                return (f"the stored vector of {self._rows[i].chunk_id!r} is not its text's embedding "
-                        f"(cosine {cosine:.3f})")
+                return (
+                    f"the stored vector of {self._rows[i].chunk_id!r} is not its text's embedding (cosine {cosine:.3f})"
+                )
         probes = np.unique(np.linspace(0, n - 1, min(n, VERIFY_PROBES)).astype(int))
         got = collection.query(query_embeddings=stored[probes], n_results=1, include=["distances"])
         misses = sum(1 for d in got["distances"] if not d or d[0] > 1e-3)
@@ -500,13 +547,21 @@ class DenseStore(_ResumableBuild):
         )
         # every sub-chunk of a stored text at that text's distance (ties in id order); ``depth`` rows bring at
         # least ``depth`` sub-chunks, so the nearest ``depth`` are among them
-        pairs = sorted(((cid, dist) for row, dist in zip(got["ids"][0], got["distances"][0])
-                        for cid in self._copies.get(row, (row,))), key=lambda p: (p[1], p[0]))[:depth]
+        pairs = sorted(
+            (
+                (cid, dist)
+                for row, dist in zip(got["ids"][0], got["distances"][0])
+                for cid in self._copies.get(row, (row,))
+            ),
+            key=lambda p: (p[1], p[0]),
+        )[:depth]
         # cosine and ip distances are 1 - cosine for unit vectors; squared l2 (an attached collection's default
         # space) is 2 - 2 cosine
         half = 0.5 if self.space == "l2" else 1.0
-        return [Hit(chunk_id=cid, parent_id=self._by_id[cid].parent_id, rank=r, score=1.0 - half * float(dist))
-                for r, (cid, dist) in enumerate(pairs, start=1)]
+        return [
+            Hit(chunk_id=cid, parent_id=self._by_id[cid].parent_id, rank=r, score=1.0 - half * float(dist))
+            for r, (cid, dist) in enumerate(pairs, start=1)
+        ]
 
     def similarity(self, query_vector: np.ndarray, chunk_id: str) -> float:
         """Cosine between the query and a chunk, from the in-memory copy of the embeddings."""
@@ -514,9 +569,17 @@ class DenseStore(_ResumableBuild):
 
 
 # ------------------------------------------------------------------------------------------ the branch
-def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str, chroma_host: str | None = None,
-               chroma_port: int = 8000, progress: Progress | None = None,
-               cancel: threading.Event | None = None, attach: str | None = None) -> DenseStore:
+def open_store(
+    chunks: Sequence[Chunk],
+    embedder: Embedder,
+    *,
+    chroma_path: str,
+    chroma_host: str | None = None,
+    chroma_port: int = 8000,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    attach: str | None = None,
+) -> DenseStore:
     """The dense store for ``chunks`` on a Chroma server (``chroma_host``) or embedded at ``chroma_path``.
 
     An embedded store that cannot be opened (corrupted or half-written files) has its own files (database and
@@ -528,8 +591,14 @@ def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str,
         StorePathError: ``chroma_path`` is a file, or a folder of things that are not a Chroma store.
     """
     if chroma_host:
-        return DenseStore(chunks, embedder, chroma_client(host=chroma_host, port=chroma_port), progress=progress,
-                          cancel=cancel, attach=attach)
+        return DenseStore(
+            chunks,
+            embedder,
+            chroma_client(host=chroma_host, port=chroma_port),
+            progress=progress,
+            cancel=cancel,
+            attach=attach,
+        )
     if attach:  # a collection made elsewhere: opened as it is, never moved aside or rebuilt
         return DenseStore(chunks, embedder, chroma_client(path=chroma_path), attach=attach)
     check_store_path(chroma_path)  # a configuration error: never "recovered" by moving the user's files
@@ -541,9 +610,15 @@ def open_store(chunks: Sequence[Chunk], embedder: Embedder, *, chroma_path: str,
     except Exception as exc:
         forget_client(chroma_path)  # chromadb caches one client per path; it would keep the bad files open
         aside, moved, kept = move_store_aside(chroma_path)
-        log.warning("Chroma store at %s could not be opened (%s: %s); moved its files (%s) to %s and rebuilding%s",
-                    chroma_path, type(exc).__name__, exc, ", ".join(moved) or "none", aside,
-                    f"; left in place: {', '.join(kept)}" if kept else "")
+        log.warning(
+            "Chroma store at %s could not be opened (%s: %s); moved its files (%s) to %s and rebuilding%s",
+            chroma_path,
+            type(exc).__name__,
+            exc,
+            ", ".join(moved) or "none",
+            aside,
+            f"; left in place: {', '.join(kept)}" if kept else "",
+        )
         with opening_guard(chroma_path):
             return DenseStore(chunks, embedder, chroma_client(path=chroma_path), progress=progress, cancel=cancel)
 
@@ -554,9 +629,16 @@ class DenseBranch:
     tries to connect again.
     """
 
-    def __init__(self, chunks: Sequence[Chunk], settings: Settings, *, embedder: Embedder | None = None,
-                 progress: Progress | None = None, cancel: threading.Event | None = None,
-                 attach: str | None = None) -> None:
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        attach: str | None = None,
+    ) -> None:
         self.chunks = chunks
         self.attach = attach
         self._cancel = cancel
@@ -577,18 +659,29 @@ class DenseBranch:
             if canonical_embedder(s.embedding_model) not in BUNDLED_EMBEDDERS:
                 # Neither bundled nor loadable: the index could never be built, so refuse to start instead of
                 # answering bm25_only forever.
-                choices = "; ".join(f"{name} (also {', '.join(a for a in aliases if a != name)})"
-                                    for name, aliases in BUNDLED_EMBEDDERS.items())
-                raise ValueError(f"EMBEDDING_MODEL={s.embedding_model!r} could not be loaded ({exc}). Use a bundled "
-                                 f"model: {choices}; or the name or path of a sentence-transformers model that is "
-                                 "already on disk.") from exc
+                choices = "; ".join(
+                    f"{name} (also {', '.join(a for a in aliases if a != name)})"
+                    for name, aliases in BUNDLED_EMBEDDERS.items()
+                )
+                raise ValueError(
+                    f"EMBEDDING_MODEL={s.embedding_model!r} could not be loaded ({exc}). Use a bundled "
+                    f"model: {choices}; or the name or path of a sentence-transformers model that is "
+                    "already on disk."
+                ) from exc
             self.error = str(exc)
             log.error("dense branch unavailable: %s", exc)
             return
         try:
-            self.store = open_store(self.chunks, self.embedder, chroma_path=s.chroma_path, chroma_host=s.chroma_host,
-                                    chroma_port=s.chroma_port, progress=self._progress, cancel=self._cancel,
-                                    attach=self.attach)
+            self.store = open_store(
+                self.chunks,
+                self.embedder,
+                chroma_path=s.chroma_path,
+                chroma_host=s.chroma_host,
+                chroma_port=s.chroma_port,
+                progress=self._progress,
+                cancel=self._cancel,
+                attach=self.attach,
+            )
             self.error = ""
         except (IndexingCancelled, StorePathError, AttachMismatch):
             raise  # the caller asked to stop, or CHROMA_PATH is wrong: no retriever is built
@@ -617,8 +710,11 @@ class DenseBranch:
         if store is None:
             raise RuntimeError(self.error)
         qvec = self.embed_query(query, cache)
-        found = cached(cache, ("dense", store.embedder.name, store.fingerprint, query, depth),
-                       lambda: store.search(qvec.value, depth))
+        found = cached(
+            cache,
+            ("dense", store.embedder.name, store.fingerprint, query, depth),
+            lambda: store.search(qvec.value, depth),
+        )
         return found.value, {"embed_query": qvec.ms, "chroma_query": found.ms}
 
     def search_cached(self, query: str, depth: int, cache: LRU) -> tuple[list[Hit], dict[str, float]] | None:

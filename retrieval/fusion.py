@@ -118,8 +118,14 @@ def convex_fusion(
     return sorted(out.items(), key=lambda item: (-item[1], item[0]))
 
 
-def fuse_branches(branches: Sequence[BranchResult], weights: Mapping[str, float], parent_of: Mapping[str, str], *,
-                  fusion: str = "rrf", k: int = 60) -> list[FusedHit]:
+def fuse_branches(
+    branches: Sequence[BranchResult],
+    weights: Mapping[str, float],
+    parent_of: Mapping[str, str],
+    *,
+    fusion: str = "rrf",
+    k: int = 60,
+) -> list[FusedHit]:
     """Fuse the usable branches (one usable branch fuses to its own order) with RRF or convex fusion.
 
     Each hit keeps its per-branch ranks and weighted contributions, which sum to its fused score.
@@ -149,6 +155,9 @@ def fuse_branches(branches: Sequence[BranchResult], weights: Mapping[str, float]
     for rank, (cid, score) in enumerate(fused, start=1):
         ranks = {name: position.get(name, {}).get(cid) for name in ("bm25", "dense")}
         parts = {name: contributions[cid].get(name, 0.0) for name in ("bm25", "dense")}
-        out.append(FusedHit(chunk_id=cid, parent_id=parent_of[cid], rank=rank, score=score, branch_ranks=ranks,
-                            contributions=parts))
+        out.append(
+            FusedHit(
+                chunk_id=cid, parent_id=parent_of[cid], rank=rank, score=score, branch_ranks=ranks, contributions=parts
+            )
+        )
     return out

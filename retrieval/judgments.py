@@ -117,13 +117,17 @@ class JudgmentStore:
             from retrieval.dense import chroma_client
 
             s = self.settings
-            client = (chroma_client(host=s.chroma_host, port=s.chroma_port) if s.chroma_host
-                      else chroma_client(path=s.chroma_path))
+            client = (
+                chroma_client(host=s.chroma_host, port=s.chroma_port)
+                if s.chroma_host
+                else chroma_client(path=s.chroma_path)
+            )
             self._collection = client.get_or_create_collection(COLLECTION, metadata={"purpose": "relevance judgments"})
         return self._collection
 
-    def put(self, corpus: str, turn: str, card_id: str, grade: Any, *, fingerprint: str = "",
-            made_at: str | None = None) -> Judgment:
+    def put(
+        self, corpus: str, turn: str, card_id: str, grade: Any, *, fingerprint: str = "", made_at: str | None = None
+    ) -> Judgment:
         """Record (or replace) one judgment. Raises ``ValueError`` for a bad corpus, turn, card id or grade."""
         return self.put_many([(corpus, turn, card_id, grade, fingerprint, made_at)])[0]
 
@@ -136,15 +140,34 @@ class JudgmentStore:
                 text = clean_query(turn)
             except QueryError as exc:
                 raise ValueError(f"the judged turn is not valid: {exc}") from None
-            made.append(Judgment(_check_corpus(corpus), text, check_card_id(card_id), check_grade(grade),
-                                 when or _now(), str(fp or "")))
+            made.append(
+                Judgment(
+                    _check_corpus(corpus),
+                    text,
+                    check_card_id(card_id),
+                    check_grade(grade),
+                    when or _now(),
+                    str(fp or ""),
+                )
+            )
         for lo in range(0, len(made), _BATCH):
-            part = made[lo:lo + _BATCH]
+            part = made[lo : lo + _BATCH]
             self.collection.upsert(
-                ids=[_record_id(j.corpus, j.turn, j.card_id) for j in part], embeddings=[[1.0] for _ in part],
+                ids=[_record_id(j.corpus, j.turn, j.card_id) for j in part],
+                embeddings=[[1.0] for _ in part],
                 documents=[j.turn for j in part],
-                metadatas=[{"corpus": j.corpus, "turn_key": turn_key(j.turn), "card_id": j.card_id, "grade": j.grade,
-                            "made_at": j.made_at, "fingerprint": j.fingerprint} for j in part])
+                metadatas=[
+                    {
+                        "corpus": j.corpus,
+                        "turn_key": turn_key(j.turn),
+                        "card_id": j.card_id,
+                        "grade": j.grade,
+                        "made_at": j.made_at,
+                        "fingerprint": j.fingerprint,
+                    }
+                    for j in part
+                ],
+            )
         return made
 
     def remove(self, corpus: str, turn: str, card_id: str) -> None:
@@ -154,14 +177,17 @@ class JudgmentStore:
     def all(self, corpus: str) -> list[Judgment]:
         """Every judgment of ``corpus``, by turn then card."""
         got = self.collection.get(where={"corpus": _check_corpus(corpus)}, include=["metadatas", "documents"])
-        out = [Judgment(m["corpus"], doc, m["card_id"], int(m["grade"]), m["made_at"], m.get("fingerprint", ""))
-               for doc, m in zip(got["documents"], got["metadatas"])]
+        out = [
+            Judgment(m["corpus"], doc, m["card_id"], int(m["grade"]), m["made_at"], m.get("fingerprint", ""))
+            for doc, m in zip(got["documents"], got["metadatas"])
+        ]
         return sorted(out, key=lambda j: (turn_key(j.turn), j.card_id))
 
     def for_turn(self, corpus: str, turn: str) -> dict[str, int]:
         """Card id -> grade for one turn of ``corpus`` (matched without case or extra spaces)."""
-        got = self.collection.get(where={"$and": [{"corpus": _check_corpus(corpus)}, {"turn_key": turn_key(turn)}]},
-                                  include=["metadatas"])
+        got = self.collection.get(
+            where={"$and": [{"corpus": _check_corpus(corpus)}, {"turn_key": turn_key(turn)}]}, include=["metadatas"]
+        )
         return {m["card_id"]: int(m["grade"]) for m in got["metadatas"]}
 
     def counts(self) -> dict[str, int]:
@@ -183,8 +209,9 @@ def judged_turn(settings: Settings, corpus: str, turn: str) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------------------ merging
-def merge(queries: Sequence[LabeledQuery], judgments: Sequence[Judgment],
-          cards: Iterable[str] | None = None) -> tuple[LabeledQuery, ...]:
+def merge(
+    queries: Sequence[LabeledQuery], judgments: Sequence[Judgment], cards: Iterable[str] | None = None
+) -> tuple[LabeledQuery, ...]:
     """A corpus's labeled turns with its judgments folded in (the rule in the module docstring). ``cards``, when
     given, are the corpus's card ids: judgments of other ids are left out."""
     known = set(cards) if cards is not None else None
@@ -215,11 +242,15 @@ def export_beir(judgments: Sequence[Judgment], folder: str | Path, split: str = 
     seen: dict[str, str] = {}
     for j in judgments:
         seen.setdefault(j.qid, j.turn)
-    queries.write_text("".join(json.dumps({"_id": qid, "text": t}, ensure_ascii=False) + "\n"
-                               for qid, t in seen.items()), encoding="utf-8")
+    queries.write_text(
+        "".join(json.dumps({"_id": qid, "text": t}, ensure_ascii=False) + "\n" for qid, t in seen.items()),
+        encoding="utf-8",
+    )
     qrels = folder / "qrels" / f"{split}.tsv"
-    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{j.qid}\t{j.card_id}\t{j.grade}\n"
-                                                               for j in judgments), encoding="utf-8")
+    qrels.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{j.qid}\t{j.card_id}\t{j.grade}\n" for j in judgments),
+        encoding="utf-8",
+    )
     return [queries, qrels]
 
 
@@ -252,8 +283,10 @@ def read_qrels(path: str | Path) -> list[tuple[str, str, int]]:
         if not fields or (lineno == 1 and not fields[-1].strip().lstrip("-").isdigit()):
             continue  # blank line or header
         if len(fields) not in (3, 4):
-            raise CorpusError(f"{path}:{lineno}: expected 'query-id corpus-id score' (BEIR TSV) or 'qid 0 docid "
-                              f"grade' (TREC), got {len(fields)} columns.")
+            raise CorpusError(
+                f"{path}:{lineno}: expected 'query-id corpus-id score' (BEIR TSV) or 'qid 0 docid "
+                f"grade' (TREC), got {len(fields)} columns."
+            )
         try:
             grade = check_grade(fields[-1].strip())
         except ValueError as exc:
@@ -262,8 +295,14 @@ def read_qrels(path: str | Path) -> list[tuple[str, str, int]]:
     return rows
 
 
-def import_files(store: JudgmentStore, corpus: str, qrels: str | Path, queries: str | Path,
-                 cards: Iterable[str] | None = None, fingerprint: str = "") -> list[Judgment]:
+def import_files(
+    store: JudgmentStore,
+    corpus: str,
+    qrels: str | Path,
+    queries: str | Path,
+    cards: Iterable[str] | None = None,
+    fingerprint: str = "",
+) -> list[Judgment]:
     """Record the judgments of a qrels file (BEIR TSV or TREC) whose turn texts are in a BEIR ``queries.jsonl``.
 
     Raises:
@@ -286,10 +325,13 @@ def import_files(store: JudgmentStore, corpus: str, qrels: str | Path, queries: 
 # ------------------------------------------------------------------------------------------------ command line
 def register(sub: argparse._SubParsersAction) -> None:
     """``python -m retrieval judgments list|set|remove|export|import --corpus NAME``."""
-    p = sub.add_parser("judgments", help="graded relevance judgments (0-3) kept per corpus in the Chroma store",
-                       description="List, set, remove, export (BEIR folder or TREC qrels) and import the judgments "
-                                   "of a corpus; `eval --corpus NAME` and the Evaluation tab merge them with the "
-                                   "corpus's own labeled turns.")
+    p = sub.add_parser(
+        "judgments",
+        help="graded relevance judgments (0-3) kept per corpus in the Chroma store",
+        description="List, set, remove, export (BEIR folder or TREC qrels) and import the judgments "
+        "of a corpus; `eval --corpus NAME` and the Evaluation tab merge them with the "
+        "corpus's own labeled turns.",
+    )
     p.add_argument("action", choices=("list", "set", "remove", "export", "import"))
     p.add_argument("--corpus", default="shipped", help="the corpus name (default: shipped)")
     p.add_argument("--turn", help="set/remove: the turn")
@@ -330,8 +372,9 @@ def run(args: argparse.Namespace) -> int:
         if not (args.beir or args.trec):
             raise ValueError("judgments export needs --beir DIR and/or --trec FILE.")
         rows = store.all(corpus)
-        written = (export_beir(rows, args.beir) if args.beir else []) + ([export_trec(rows, args.trec)]
-                                                                        if args.trec else [])
+        written = (export_beir(rows, args.beir) if args.beir else []) + (
+            [export_trec(rows, args.trec)] if args.trec else []
+        )
         for path in written:
             print(f"wrote {path} ({len(rows)} judgments)", file=sys.stderr)
     else:

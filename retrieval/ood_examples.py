@@ -70,8 +70,9 @@ def _embedded(embedder: Any, texts: list[str]) -> np.ndarray:
     return matrix
 
 
-def nearest(embedder: Any, vector: np.ndarray, turn: str,
-            skip: frozenset[str] = frozenset()) -> tuple[str, float] | None:
+def nearest(
+    embedder: Any, vector: np.ndarray, turn: str, skip: frozenset[str] = frozenset()
+) -> tuple[str, float] | None:
     """The example closest to ``vector`` and its cosine, the turn itself left out (a pool turn run through
     calibration is not its own example) and the examples in ``skip`` (``covered``); None without examples."""
     found = examples(embedder)
@@ -100,7 +101,7 @@ def covered(retriever: Any, texts: list[str] | None = None) -> frozenset[str]:
     vectors = np.stack([matrix[row[t]] if t in row else retriever.embedder.embed_query(t) for t in texts])
     to_card = np.full(len(texts), -np.inf, dtype=np.float32)
     for start in range(0, len(cards), 20_000):  # bounded memory on a large corpus
-        to_card = np.maximum(to_card, (vectors @ np.asarray(cards[start:start + 20_000], np.float32).T).max(axis=1))
+        to_card = np.maximum(to_card, (vectors @ np.asarray(cards[start : start + 20_000], np.float32).T).max(axis=1))
     to_example = vectors @ matrix.T
     for i, t in enumerate(texts):
         if t in row:

@@ -38,8 +38,13 @@ def best_per_parent(hits: Iterable[H]) -> list[H]:
     return out
 
 
-def finalize(candidates: Iterable[H], top_k: int, min_similarity: float,
-             similarity: Callable[[str], float] | None, cut_below: bool = True) -> tuple[list[FinalHit], list[FinalHit]]:
+def finalize(
+    candidates: Iterable[H],
+    top_k: int,
+    min_similarity: float,
+    similarity: Callable[[str], float] | None,
+    cut_below: bool = True,
+) -> tuple[list[FinalHit], list[FinalHit]]:
     """Parent dedup -> the first ``top_k`` cards -> the cosine threshold (skipped when ``similarity`` is None, or
     ``cut_below`` is False: each card's cosine is still recorded).
 
@@ -52,8 +57,17 @@ def finalize(candidates: Iterable[H], top_k: int, min_similarity: float,
         if position > top_k:
             cut.append(FinalHit(hit.chunk_id, hit.parent_id, 0, hit.score, sim, False, f"beyond top_k={top_k}"))
         elif cut_below and sim is not None and sim < min_similarity:
-            cut.append(FinalHit(hit.chunk_id, hit.parent_id, 0, hit.score, sim, False,
-                                f"similarity {sim:.3f} < MIN_SIMILARITY {min_similarity:g}"))
+            cut.append(
+                FinalHit(
+                    hit.chunk_id,
+                    hit.parent_id,
+                    0,
+                    hit.score,
+                    sim,
+                    False,
+                    f"similarity {sim:.3f} < MIN_SIMILARITY {min_similarity:g}",
+                )
+            )
         else:
             final.append(FinalHit(hit.chunk_id, hit.parent_id, len(final) + 1, hit.score, sim))
     return final, cut
@@ -62,5 +76,9 @@ def finalize(candidates: Iterable[H], top_k: int, min_similarity: float,
 def cosine_cut_skipped(decision: RefusalDecision | None, s: Settings) -> bool:
     """True when the MIN_SIMILARITY cut does not apply: a turn the refusal rule answered across languages while the
     embedder is English (its cosine would judge the language, not the content)."""
-    return (decision is not None and not decision.refused and decision.cross_language
-            and s.embedding_model not in MULTILINGUAL_EMBEDDERS)
+    return (
+        decision is not None
+        and not decision.refused
+        and decision.cross_language
+        and s.embedding_model not in MULTILINGUAL_EMBEDDERS
+    )

@@ -23,6 +23,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from retrieval import crosslingual, ood_examples
 from retrieval.bm25 import BM25Index
 from retrieval.cache import LRU, POOLS, InUse, cached
 from retrieval.context import REFUSAL
@@ -32,7 +33,6 @@ from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, cosine_cut_skipped, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
-from retrieval import crosslingual, ood_examples
 from retrieval.refusal import (
     OOD_MARGIN_OFF,
     Candidate,
@@ -70,9 +70,17 @@ class HybridRetriever:
     memoising wrapper in the benchmark).
     """
 
-    def __init__(self, settings: Settings | None = None, *, chunks: Sequence[Chunk] | None = None,
-                 progress: Progress | None = None, cache_size: int = 4096, embedder: Embedder | None = None,
-                 cancel: threading.Event | None = None, attach: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        chunks: Sequence[Chunk] | None = None,
+        progress: Progress | None = None,
+        cache_size: int = 4096,
+        embedder: Embedder | None = None,
+        cancel: threading.Event | None = None,
+        attach: str | None = None,
+    ) -> None:
         self.settings = s = settings or Settings.from_env()
         with _chroma_ahead(s):  # chromadb imports while the models, the cards and BM25 load
             if chunks is None:
@@ -86,8 +94,9 @@ class HybridRetriever:
             self._bm25_indexes, self._bm25_lock = {self.bm25.tokenizer: self.bm25}, threading.Lock()
             self._vocabulary: Vocabulary | None = None  # the refusal rule's, built on first use
             self._cache, self.using = LRU(cache_size), InUse()  # per-turn values; in use: get_retriever never evicts it
-            self.dense_branch = DenseBranch(self.chunks, s, embedder=embedder, progress=progress, cancel=cancel,
-                                            attach=attach)
+            self.dense_branch = DenseBranch(
+                self.chunks, s, embedder=embedder, progress=progress, cancel=cancel, attach=attach
+            )
             if s.refusal_rule == "evidence":
                 _vocabulary_ahead(self)
 
@@ -139,8 +148,9 @@ class HybridRetriever:
         start = time.perf_counter()
         turn_weights = weigh_turn(query, s, bm25, dense, self.bm25_index)
         weights = turn_weights.as_dict()
-        fused = fuse_branches([b for b in (bm25, dense) if b.usable], weights, self.parent_of, fusion=s.fusion,
-                              k=s.rrf_k)
+        fused = fuse_branches(
+            [b for b in (bm25, dense) if b.usable], weights, self.parent_of, fusion=s.fusion, k=s.rrf_k
+        )
         timings["fusion"] = (time.perf_counter() - start) * 1000
         consensus = tuple(sorted({h.chunk_id for h in bm25.hits} & {h.chunk_id for h in dense.hits}))
 
@@ -157,7 +167,7 @@ class HybridRetriever:
                 path = "rrf_only" if path == "full" else path
             else:
                 reranked = ranked
-                candidates = [*ranked, *fused[len(ranked):]]
+                candidates = [*ranked, *fused[len(ranked) :]]
 
         # 4. The refusal rule, then parent dedup -> top_k -> minimum similarity; nothing left is a refusal.
         start = time.perf_counter()
@@ -180,21 +190,37 @@ class HybridRetriever:
             else:
                 reasons.insert(0, "no candidate passed the similarity threshold" if fused else "no candidate found")
         timings["total"] = (time.perf_counter() - t0) * 1000
-        return RetrievalResult(query=query, hybrid_path=path, reason=_describe(path, reasons), bm25=bm25, dense=dense,
-                               fused=tuple(fused), reranked=tuple(reranked), final=tuple(final), cut=tuple(cut),
-                               consensus=consensus, timings_ms={k: round(v, 3) for k, v in timings.items()},
-                               settings=s.to_dict(), weights=weights, weight_reason=turn_weights.reason,
-                               weight_evidence=turn_weights.evidence, typed_query=normalised_from(raw_query, query),
-                               reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""),
-                               refusal=decision)
+        return RetrievalResult(
+            query=query,
+            hybrid_path=path,
+            reason=_describe(path, reasons),
+            bm25=bm25,
+            dense=dense,
+            fused=tuple(fused),
+            reranked=tuple(reranked),
+            final=tuple(final),
+            cut=tuple(cut),
+            consensus=consensus,
+            timings_ms={k: round(v, 3) for k, v in timings.items()},
+            settings=s.to_dict(),
+            weights=weights,
+            weight_reason=turn_weights.reason,
+            weight_evidence=turn_weights.evidence,
+            typed_query=normalised_from(raw_query, query),
+            reranker_status="ok" if reranked else (reasons[-1] if path == "rrf_only" else ""),
+            refusal=decision,
+        )
 
     def _branches(self, query: str, s: Settings, timings: dict[str, float]) -> tuple[BranchResult, BranchResult]:
         """Run BM25 and dense concurrently on their stage pools; each result says whether it ran, and why not."""
         depth = s.candidate_depth
         started = time.perf_counter()
         known = self.dense_branch.search_cached(query, depth, self._cache)  # cached: no thread hand-off
-        dense_future = (_done(known) if known is not None else
-                        POOLS["dense"].submit(s.dense_timeout_ms, self.dense_branch.search, query, depth, self._cache))
+        dense_future = (
+            _done(known)
+            if known is not None
+            else POOLS["dense"].submit(s.dense_timeout_ms, self.dense_branch.search, query, depth, self._cache)
+        )
         if not s.hybrid_enabled:
             bm25 = BranchResult("bm25", status="disabled", reason="hybrid disabled (RETRIEVAL_HYBRID_ENABLED=false)")
         elif s.simulate_empty_bm25 or self.bm25.empty:
@@ -202,8 +228,11 @@ class HybridRetriever:
             bm25 = BranchResult("bm25", status="empty", reason=why)
         else:
             hits = self._cache.get(("bm25", s.bm25_tokenizer, query, depth))
-            future = (_done((hits, {"bm25": 0.0})) if hits is not None else
-                      POOLS["bm25"].submit(s.bm25_timeout_ms, self._search_bm25, query, depth, s.bm25_tokenizer))
+            future = (
+                _done((hits, {"bm25": 0.0}))
+                if hits is not None
+                else POOLS["bm25"].submit(s.bm25_timeout_ms, self._search_bm25, query, depth, s.bm25_tokenizer)
+            )
             bm25 = _collect("bm25", future, s.bm25_timeout_ms, started, timings)
         dense = _collect("dense", dense_future, s.dense_timeout_ms, started, timings)
         return bm25, dense
@@ -242,7 +271,7 @@ def likely_entrants(result: RetrievalResult, s: Settings, parent_of: dict[str, s
         for hit in fuse_branches(branches, weights, parent_of, fusion=s.fusion, k=k)[:n]:
             if hit.chunk_id not in head:
                 seen.setdefault(hit.chunk_id)
-    for hit in result.fused[n:n + 5]:
+    for hit in result.fused[n : n + 5]:
         seen.setdefault(hit.chunk_id)
     return list(seen)[:PRESCORE_MAX]
 
@@ -255,13 +284,14 @@ def _done(value: Any) -> cf.Future:
     return future
 
 
-def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
-             timings: dict[str, float]) -> BranchResult:
+def _collect(name: str, future: cf.Future, budget_ms: int, started: float, timings: dict[str, float]) -> BranchResult:
     """A branch's result from its future, or why it has none (timeout, failure). A branch that finished after its
     budget timed out even when the caller looked only later (it waited for the other branch first)."""
+
     def timeout(at: float) -> BranchResult:
-        return BranchResult(name, status="timeout", reason=f"{name} exceeded its {budget_ms} ms budget",
-                            ms=(at - started) * 1000)
+        return BranchResult(
+            name, status="timeout", reason=f"{name} exceeded its {budget_ms} ms budget", ms=(at - started) * 1000
+        )
 
     remaining = max(0.0, budget_ms / 1000 - (time.perf_counter() - started))
     try:
@@ -269,8 +299,12 @@ def _collect(name: str, future: cf.Future, budget_ms: int, started: float,
     except cf.TimeoutError:
         return timeout(time.perf_counter())
     except Exception as exc:
-        return BranchResult(name, status="failed", reason=f"{name} failed: {type(exc).__name__}: {exc}",
-                            ms=(time.perf_counter() - started) * 1000)
+        return BranchResult(
+            name,
+            status="failed",
+            reason=f"{name} failed: {type(exc).__name__}: {exc}",
+            ms=(time.perf_counter() - started) * 1000,
+        )
     done_at = getattr(future, "done_at", None)
     if done_at is not None and done_at - started > budget_ms / 1000:
         return timeout(done_at)
@@ -292,75 +326,115 @@ def _level(bm25: BranchResult, dense: BranchResult) -> tuple[str, list[str]]:
     return "no_match", ["; ".join(r for r in (bm25.reason, dense.reason) if r) or "no branch ran"]
 
 
-def _refusal(retriever: HybridRetriever, query: str, path: str, candidates: Sequence[Hit | FusedHit | RerankedHit],
-             reranked: Sequence[RerankedHit], bm25: BranchResult, dense: BranchResult,
-             similarity: Callable[[str], float] | None, missing: dict[str, str], s: Settings) -> RefusalDecision:
+def _refusal(
+    retriever: HybridRetriever,
+    query: str,
+    path: str,
+    candidates: Sequence[Hit | FusedHit | RerankedHit],
+    reranked: Sequence[RerankedHit],
+    bm25: BranchResult,
+    dense: BranchResult,
+    similarity: Callable[[str], float] | None,
+    missing: dict[str, str],
+    s: Settings,
+) -> RefusalDecision:
     """The refusal rule (``retrieval.refusal``) on the top_k cards before the cosine cut, with every branch's
     evidence; ``missing`` says why the cross-encoder or the cosine is unavailable."""
     logits = {h.chunk_id: h.score for h in reranked}
-    cards = [Candidate(h.parent_id, h.chunk_id, retriever.by_id[h.chunk_id].indexed_text,
-                       similarity(h.chunk_id) if similarity is not None else None, logits.get(h.chunk_id))
-             for h in best_per_parent(candidates)[: s.top_k]]
+    cards = [
+        Candidate(
+            h.parent_id,
+            h.chunk_id,
+            retriever.by_id[h.chunk_id].indexed_text,
+            similarity(h.chunk_id) if similarity is not None else None,
+            logits.get(h.chunk_id),
+        )
+        for h in best_per_parent(candidates)[: s.top_k]
+    ]
     both = bm25.usable and dense.usable
     # the corpus's stored refusal calibration, when retrieval.corpora (or a test) set one on the retriever
     thresholds = thresholds_for(getattr(retriever, "calibration", None), s)
     ood = None
     if thresholds.max_ood_margin < OOD_MARGIN_OFF and dense.usable and dense.hits and retriever.embedder is not None:
-        near = ood_examples.nearest(retriever.embedder, retriever.embed_query(query).value, query,
-                                    getattr(retriever, "ood_covered", frozenset()))
+        near = ood_examples.nearest(
+            retriever.embedder,
+            retriever.embed_query(query).value,
+            query,
+            getattr(retriever, "ood_covered", frozenset()),
+        )
         ood = (near[0], near[1], dense.hits[0].score) if near else None
-    evidence = gather(query, path, cards, retriever.refusal_vocabulary(),
-                      [h.parent_id for h in bm25.hits] if both else None,
-                      [h.parent_id for h in dense.hits] if both else None,
-                      {name: why for name, why in missing.items() if why}, ood=ood)
+    evidence = gather(
+        query,
+        path,
+        cards,
+        retriever.refusal_vocabulary(),
+        [h.parent_id for h in bm25.hits] if both else None,
+        [h.parent_id for h in dense.hits] if both else None,
+        {name: why for name, why in missing.items() if why},
+        ood=ood,
+    )
     if cards and needs_multilingual(evidence, thresholds):  # another language, a low score: ask e5 (only then)
         try:
             evidence = replace(evidence, multilingual_cosine=crosslingual.cosine(query, cards[0].text))
         except Exception as exc:  # the wheel missing or the model failing: the English cosine judges instead
-            evidence = replace(evidence, missing={**evidence.missing,
-                                                  "multilingual cosine": f"{type(exc).__name__}: {exc}"})
+            evidence = replace(
+                evidence, missing={**evidence.missing, "multilingual cosine": f"{type(exc).__name__}: {exc}"}
+            )
     return decide(evidence, thresholds)
 
 
 def thresholds_for(calibration: Any, s: Settings) -> RefusalThresholds:
     """The corpus's calibrated thresholds when it has them for these models and ``REFUSAL_CALIBRATION`` is on,
     else the settings' (``refusal_thresholds``)."""
-    if (s.refusal_calibration and calibration is not None
-            and calibration.report.get("embedder") == s.embedding_model
-            and calibration.report.get("reranker") == s.reranker_model):
+    if (
+        s.refusal_calibration
+        and calibration is not None
+        and calibration.report.get("embedder") == s.embedding_model
+        and calibration.report.get("reranker") == s.reranker_model
+    ):
         return calibration.thresholds
     return refusal_thresholds(s)
 
 
 def _record(span: Any, s: Settings, result: RetrievalResult) -> None:
     """The turn on its OpenTelemetry span: the level (``agent.hybrid_path``), why, and the knobs that decided it."""
-    for name, value in (("agent.hybrid_path", result.hybrid_path), ("retrieval.reason", result.reason),
-                        ("retrieval.rrf_k", s.rrf_k), ("retrieval.weights.bm25", result.weights.get("bm25", 0.0)),
-                        ("retrieval.weights.dense", result.weights.get("dense", 0.0)),
-                        ("retrieval.tokenizer", s.bm25_tokenizer), ("retrieval.fusion", s.fusion),
-                        ("retrieval.rerank_mode", s.rerank_mode), ("retrieval.weight_reason", result.weight_reason),
-                        ("retrieval.final_count", len(result.final)),
-                        ("retrieval.refusal_reason", result.refusal.reason if result.refusal else "")):
+    for name, value in (
+        ("agent.hybrid_path", result.hybrid_path),
+        ("retrieval.reason", result.reason),
+        ("retrieval.rrf_k", s.rrf_k),
+        ("retrieval.weights.bm25", result.weights.get("bm25", 0.0)),
+        ("retrieval.weights.dense", result.weights.get("dense", 0.0)),
+        ("retrieval.tokenizer", s.bm25_tokenizer),
+        ("retrieval.fusion", s.fusion),
+        ("retrieval.rerank_mode", s.rerank_mode),
+        ("retrieval.weight_reason", result.weight_reason),
+        ("retrieval.final_count", len(result.final)),
+        ("retrieval.refusal_reason", result.refusal.reason if result.refusal else ""),
+    ):
         span.set_attribute(name, value)
 
 
 def refusal_thresholds(s: Settings) -> RefusalThresholds:
     """The refusal rule's thresholds from the settings: the cosine ones are MIN_SIMILARITY plus a margin, so they
     follow the embedding model's cosine scale."""
-    return RefusalThresholds(min_cross_encoder=s.refusal_min_cross_encoder,
-                             min_rescue_cosine=round(s.min_similarity + s.refusal_rescue_margin, 6),
-                             min_fallback_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
-                             min_dense_only_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
-                             check_identifiers=s.refusal_unknown_codes,
-                             min_cross_encoder_foreign=s.refusal_min_cross_encoder_foreign,
-                             max_unexplained_words=s.refusal_max_unexplained_words,
-                             min_cross_encoder_unexplained=s.refusal_min_cross_encoder_unexplained,
-                             min_multilingual_cosine=s.refusal_min_multilingual_cosine,
-                             max_ood_margin=s.refusal_max_ood_margin)
+    return RefusalThresholds(
+        min_cross_encoder=s.refusal_min_cross_encoder,
+        min_rescue_cosine=round(s.min_similarity + s.refusal_rescue_margin, 6),
+        min_fallback_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
+        min_dense_only_cosine=round(s.min_similarity + s.refusal_fallback_margin, 6),
+        check_identifiers=s.refusal_unknown_codes,
+        min_cross_encoder_foreign=s.refusal_min_cross_encoder_foreign,
+        max_unexplained_words=s.refusal_max_unexplained_words,
+        min_cross_encoder_unexplained=s.refusal_min_cross_encoder_unexplained,
+        min_multilingual_cosine=s.refusal_min_multilingual_cosine,
+        max_ood_margin=s.refusal_max_ood_margin,
+    )
 
 
-NO_CUT_ACROSS_LANGUAGES = ("MIN_SIMILARITY not applied: the turn is in another language than most cards, which "
-                           "{model}'s cosine does not compare (the refusal rule judged it)")
+NO_CUT_ACROSS_LANGUAGES = (
+    "MIN_SIMILARITY not applied: the turn is in another language than most cards, which "
+    "{model}'s cosine does not compare (the refusal rule judged it)"
+)
 
 
 @contextlib.contextmanager
@@ -402,9 +476,12 @@ def _vocabulary_ahead(retriever: HybridRetriever) -> None:
     threading.Thread(target=retriever.refusal_vocabulary, name="refusal-vocabulary", daemon=True).start()
 
 
-def _final_cards(decision: RefusalDecision | None, candidates: Sequence[Hit | FusedHit | RerankedHit],
-                 similarity: Callable[[str], float] | None,
-                 s: Settings) -> tuple[list[FinalHit], list[FinalHit], str]:
+def _final_cards(
+    decision: RefusalDecision | None,
+    candidates: Sequence[Hit | FusedHit | RerankedHit],
+    similarity: Callable[[str], float] | None,
+    s: Settings,
+) -> tuple[list[FinalHit], list[FinalHit], str]:
     """Parent dedup -> top_k -> the MIN_SIMILARITY cut, then what the refusal rule's decision leaves of it (nothing
     when refused: each cut card says why), and a note for the level's reason. For a turn the rule answered across
     languages (a Spanish turn about English cards, or the reverse) with an English embedder, the cut is not applied:
@@ -424,10 +501,20 @@ def _describe(path: str, reasons: list[str]) -> str:
 def _refused_input(raw_query: Any, why: str, s: Settings) -> RetrievalResult:
     """A turn that cannot be searched: refused, with the reason on both branches. The turn is echoed without
     control characters or lone surrogates (the result must encode as UTF-8 JSON)."""
-    return RetrievalResult(query=without_controls(str(raw_query)[:MAX_QUERY_CHARS]), hybrid_path="no_match",
-                           reason=why, bm25=BranchResult("bm25", status="skipped", reason=why),
-                           dense=BranchResult("dense", status="skipped", reason=why), fused=(), reranked=(), final=(),
-                           cut=(), consensus=(), timings_ms={"total": 0.0}, settings=s.to_dict())
+    return RetrievalResult(
+        query=without_controls(str(raw_query)[:MAX_QUERY_CHARS]),
+        hybrid_path="no_match",
+        reason=why,
+        bm25=BranchResult("bm25", status="skipped", reason=why),
+        dense=BranchResult("dense", status="skipped", reason=why),
+        fused=(),
+        reranked=(),
+        final=(),
+        cut=(),
+        consensus=(),
+        timings_ms={"total": 0.0},
+        settings=s.to_dict(),
+    )
 
 
 # ------------------------------------------------------------------------------------------ process-wide
@@ -462,8 +549,13 @@ def _evict() -> None:
 def retriever_key(s: Settings, corpus_key: str | None = None) -> tuple:
     """What identifies a retriever: the corpus (``CORPUS_PATH``, or a registry corpus's ``corpus_key``), the
     embedding model and the Chroma location."""
-    return (corpus_key or str(Path(s.corpus_path).resolve()), canonical_embedder(s.embedding_model), s.chroma_path,
-            s.chroma_host, s.chroma_port)
+    return (
+        corpus_key or str(Path(s.corpus_path).resolve()),
+        canonical_embedder(s.embedding_model),
+        s.chroma_path,
+        s.chroma_host,
+        s.chroma_port,
+    )
 
 
 def has_retriever(settings: Settings, corpus_key: str | None = None) -> bool:
@@ -472,9 +564,15 @@ def has_retriever(settings: Settings, corpus_key: str | None = None) -> bool:
         return retriever_key(settings, corpus_key) in _RETRIEVERS
 
 
-def get_retriever(settings: Settings | None = None, progress: Progress | None = None, *,
-                  chunks: Sequence[Chunk] | None = None, corpus_key: str | None = None,
-                  cancel: threading.Event | None = None, attach: str | None = None) -> HybridRetriever:
+def get_retriever(
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+    *,
+    chunks: Sequence[Chunk] | None = None,
+    corpus_key: str | None = None,
+    cancel: threading.Event | None = None,
+    attach: str | None = None,
+) -> HybridRetriever:
     """The process-wide retriever for these index-level settings, built once per key.
 
     ``chunks`` with ``corpus_key`` (its identity, e.g. ``corpus:<fingerprint>``; see ``retrieval.corpora``) replace

@@ -35,8 +35,10 @@ def clean_query(text: Any) -> str:
     if not text:
         raise QueryError("The turn is empty: type a question about the active corpus (the examples show some).")
     if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"The turn is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
-                         "Shorten it to the question you want answered.")
+        raise QueryError(
+            f"The turn is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
+            "Shorten it to the question you want answered."
+        )
     return text
 
 
@@ -45,13 +47,14 @@ def normalised_from(typed: Any, searched: str) -> str:
     if not isinstance(typed, str) or " ".join(typed.split()) == searched:
         return ""
     # Lone surrogates are not text and would not encode as UTF-8 (the result is JSON): shown as U+FFFD.
-    return "".join("\ufffd" if unicodedata.category(ch) == "Cs" else ch for ch in typed[:MAX_QUERY_CHARS * 2])
+    return "".join("\ufffd" if unicodedata.category(ch) == "Cs" else ch for ch in typed[: MAX_QUERY_CHARS * 2])
 
 
 def reveal_invisible(text: str) -> str:
     """``text`` with each format or control character shown as ``⟨U+XXXX⟩``, so a reader sees where they were."""
-    return "".join(f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in {"Cf", "Cc", "Cs"} and ch != " " else ch
-                   for ch in text)
+    return "".join(
+        f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in {"Cf", "Cc", "Cs"} and ch != " " else ch for ch in text
+    )
 
 
 def normalisation_note(typed: str) -> str:

@@ -75,7 +75,8 @@ MAX_CODE_FAMILIES = 100
 IDENTIFIER = re.compile(r"\b(?:[A-Za-z]{1,6}-?\d{1,5}[A-Za-z]?|\d{1,5}-?[A-Za-z]{1,3})\b")
 # Digits followed by these are quantities, times or ordinals (5mg, 3pm, 2nd), not identifiers.
 _NOT_IDENTIFIER_SUFFIX = frozenset(
-    "mg mcg ug g kg ml l iu u am pm h hr hrs min mins s sec st nd rd th x k m cm mm km yo yr yrs c f d w".split())
+    "mg mcg ug g kg ml l iu u am pm h hr hrs min mins s sec st nd rd th x k m cm mm km yo yr yrs c f d w".split()
+)
 _ALL_STOPWORDS = frozenset().union(*STOPWORDS.values())
 
 
@@ -96,16 +97,24 @@ def content_words(text: str) -> list[str]:
 
 
 # Frequent words of Spanish or Portuguese beyond the stop words (which the two share in good part).
-_MARKERS = {"es": frozenset("puedo puede tengo tiene hago qué cómo cuándo dónde cuál mi mis olvidé ayer hoy también "
-                            "pero después siempre ahora mañana debo sirve el los del al un una es son estoy eso ese esa "
-                            "voy muy".split()),
-            "pt": frozenset("posso pode tenho tem faço não você meu minha meus minhas esqueci ontem hoje também mas "
-                            "depois sempre agora amanhã devo quais qual serve ao aos à às do da dos das um uma é são "
-                            "estou isso esse essa vou".split())}
+_MARKERS = {
+    "es": frozenset(
+        "puedo puede tengo tiene hago qué cómo cuándo dónde cuál mi mis olvidé ayer hoy también "
+        "pero después siempre ahora mañana debo sirve el los del al un una es son estoy eso ese esa "
+        "voy muy".split()
+    ),
+    "pt": frozenset(
+        "posso pode tenho tem faço não você meu minha meus minhas esqueci ontem hoje também mas "
+        "depois sempre agora amanhã devo quais qual serve ao aos à às do da dos das um uma é são "
+        "estou isso esse essa vou".split()
+    ),
+}
 _IBERIAN = frozenset().union(STOPWORDS["es"], STOPWORDS["pt"], *_MARKERS.values()) - STOPWORDS["en"]
 _ENGLISH = STOPWORDS["en"] - _IBERIAN
-_ONLY = {lang: (STOPWORDS[lang] | _MARKERS[lang]) - STOPWORDS[other] - _MARKERS[other] - STOPWORDS["en"]
-         for lang, other in (("es", "pt"), ("pt", "es"))}
+_ONLY = {
+    lang: (STOPWORDS[lang] | _MARKERS[lang]) - STOPWORDS[other] - _MARKERS[other] - STOPWORDS["en"]
+    for lang, other in (("es", "pt"), ("pt", "es"))
+}
 _LETTERS = {"es": frozenset("ñ¿¡"), "pt": frozenset("ãõç")}
 
 
@@ -188,9 +197,14 @@ class Vocabulary:
             for raw, norm, family in identifiers(text):
                 ids.add(norm)
                 families.setdefault(family, {}).setdefault(raw.upper(), None)
-        return cls(n_docs=n, df=dict(df), identifiers=frozenset(ids),
-                   families={f: tuple(sorted(v)) for f, v in families.items()}, stems=frozenset(english_stems(df)),
-                   languages=dict(langs))
+        return cls(
+            n_docs=n,
+            df=dict(df),
+            identifiers=frozenset(ids),
+            families={f: tuple(sorted(v)) for f, v in families.items()},
+            stems=frozenset(english_stems(df)),
+            languages=dict(langs),
+        )
 
     def speaks(self, lang: str) -> bool:
         """True if the cards are written in ``lang`` (at least ``MIN_LANGUAGE_SHARE`` of the texts that tell); an
@@ -265,15 +279,27 @@ def lexical_evidence(turn: str, top_text: str | None, vocabulary: Vocabulary) ->
     lang = language(turn)
     judged = vocabulary.speaks(lang)
     in_codes = set(tokenize(" ".join(raw for raw, _, _ in found)))
-    unexplained = tuple(w for w in words if w not in known and w not in in_codes
-                        and (len(w) >= MIN_UNEXPLAINED_CHARS or (len(w) == 2 and has_cjk(w)))
-                        and not any(ch.isdigit() for ch in w))
-    return LexicalEvidence(words=tuple(words), known=known, matched=matched,
-                           matched_idf=tuple(vocabulary.idf(w) for w in matched),
-                           unknown_identifiers=tuple(unknown), known_family_members=tuple(siblings[:6]),
-                           unexplained=unexplained, language=lang,
-                           top_language=language(top_text) if top_text else "", judged=judged,
-                           code_families=len(vocabulary.families))
+    unexplained = tuple(
+        w
+        for w in words
+        if w not in known
+        and w not in in_codes
+        and (len(w) >= MIN_UNEXPLAINED_CHARS or (len(w) == 2 and has_cjk(w)))
+        and not any(ch.isdigit() for ch in w)
+    )
+    return LexicalEvidence(
+        words=tuple(words),
+        known=known,
+        matched=matched,
+        matched_idf=tuple(vocabulary.idf(w) for w in matched),
+        unknown_identifiers=tuple(unknown),
+        known_family_members=tuple(siblings[:6]),
+        unexplained=unexplained,
+        language=lang,
+        top_language=language(top_text) if top_text else "",
+        judged=judged,
+        code_families=len(vocabulary.families),
+    )
 
 
 @dataclass(frozen=True)
@@ -286,13 +312,17 @@ class AgreementEvidence:
     top_in_both: bool
 
 
-def agreement_evidence(bm25_parents: Sequence[str], dense_parents: Sequence[str], top_parent: str | None,
-                       depth: int = AGREEMENT_DEPTH) -> AgreementEvidence:
+def agreement_evidence(
+    bm25_parents: Sequence[str], dense_parents: Sequence[str], top_parent: str | None, depth: int = AGREEMENT_DEPTH
+) -> AgreementEvidence:
     """Agreement from each branch's card ids, best first (duplicates are dropped, keeping the first)."""
     bm25 = list(dict.fromkeys(bm25_parents))[:depth]
     dense = list(dict.fromkeys(dense_parents))[:depth]
-    return AgreementEvidence(overlap=len(set(bm25) & set(dense)), depth=depth,
-                             top_in_both=top_parent is not None and top_parent in bm25 and top_parent in dense)
+    return AgreementEvidence(
+        overlap=len(set(bm25) & set(dense)),
+        depth=depth,
+        top_in_both=top_parent is not None and top_parent in bm25 and top_parent in dense,
+    )
 
 
 @dataclass(frozen=True)
@@ -332,10 +362,17 @@ class Candidate:
     cross_encoder: float | None = None
 
 
-def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: Vocabulary | None,
-           bm25_parents: Sequence[str] | None = None, dense_parents: Sequence[str] | None = None,
-           missing: Mapping[str, str] | None = None, multilingual_cosine: float | None = None,
-           ood: tuple[str, float, float] | None = None) -> RefusalEvidence:
+def gather(
+    turn: str,
+    level: str,
+    candidates: Sequence[Candidate],
+    vocabulary: Vocabulary | None,
+    bm25_parents: Sequence[str] | None = None,
+    dense_parents: Sequence[str] | None = None,
+    missing: Mapping[str, str] | None = None,
+    multilingual_cosine: float | None = None,
+    ood: tuple[str, float, float] | None = None,
+) -> RefusalEvidence:
     """The evidence for one turn from its top_k candidates (best first) and each branch's card ids (None when
     that branch did not run). ``missing`` says why a piece is unavailable (e.g. why the reranker did not run)."""
     missing = dict(missing or {})
@@ -349,9 +386,16 @@ def gather(turn: str, level: str, candidates: Sequence[Candidate], vocabulary: V
     agreement = None
     if bm25_parents is not None and dense_parents is not None:
         agreement = agreement_evidence(bm25_parents, dense_parents, top.parent_id if top else None)
-    return RefusalEvidence(level=level, best_cross_encoder=max(logits) if logits else None,
-                           best_cosine=max(cosines) if cosines else None, lexical=lexical, agreement=agreement,
-                           missing=missing, multilingual_cosine=multilingual_cosine, ood=ood)
+    return RefusalEvidence(
+        level=level,
+        best_cross_encoder=max(logits) if logits else None,
+        best_cosine=max(cosines) if cosines else None,
+        lexical=lexical,
+        agreement=agreement,
+        missing=missing,
+        multilingual_cosine=multilingual_cosine,
+        ood=ood,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------- decision
@@ -403,9 +447,16 @@ class RefusalThresholds:
     source: str = "defaults"
 
     def __post_init__(self) -> None:
-        for name in ("min_cross_encoder", "min_rescue_cosine", "min_fallback_cosine", "min_dense_only_cosine",
-                     "min_cross_encoder_foreign", "min_cross_encoder_unexplained", "min_multilingual_cosine",
-                     "max_ood_margin"):
+        for name in (
+            "min_cross_encoder",
+            "min_rescue_cosine",
+            "min_fallback_cosine",
+            "min_dense_only_cosine",
+            "min_cross_encoder_foreign",
+            "min_cross_encoder_unexplained",
+            "min_multilingual_cosine",
+            "max_ood_margin",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value!r}.")
@@ -494,9 +545,11 @@ def _quote(words: Sequence[str], limit: int = 4) -> str:
 def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[RefusalTest]:
     n_known = len(lex.known)
     if not lex.judged:
-        known_sentence = (f"not compared: the turn is in {_language_name(lex.language)}, a "
-                          f"{'script' if lex.language in SCRIPT_NAMES else 'language'} few cards are written in "
-                          "(a turn in another language is not a miss)")
+        known_sentence = (
+            f"not compared: the turn is in {_language_name(lex.language)}, a "
+            f"{'script' if lex.language in SCRIPT_NAMES else 'language'} few cards are written in "
+            "(a turn in another language is not a miss)"
+        )
     elif not lex.words:
         known_sentence = "the turn has no word to search for (only stop words, punctuation or single letters)"
     elif n_known >= t.min_known_words:
@@ -504,28 +557,46 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
     elif n_known == 0:
         known_sentence = f"none of the turn's words occurs in any card ({_quote(lex.words)})"
     else:
-        known_sentence = (f"only {n_known} of the turn's words occur in the cards ({_quote(lex.known)}), fewer "
-                          f"than {t.min_known_words}")
-    tests = [RefusalTest("known words", float(n_known), float(t.min_known_words),
-                         n_known >= t.min_known_words or not lex.judged, known_sentence)]
+        known_sentence = (
+            f"only {n_known} of the turn's words occur in the cards ({_quote(lex.known)}), fewer "
+            f"than {t.min_known_words}"
+        )
+    tests = [
+        RefusalTest(
+            "known words",
+            float(n_known),
+            float(t.min_known_words),
+            n_known >= t.min_known_words or not lex.judged,
+            known_sentence,
+        )
+    ]
     if not t.check_identifiers:
         return tests
     open_text = lex.code_families > t.max_code_families
     unknown = () if open_text else lex.unknown_identifiers
     if unknown:
-        sentence = (f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the cards "
-                    f"(they know {', '.join(lex.known_family_members)})")
+        sentence = (
+            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in the cards "
+            f"(they know {', '.join(lex.known_family_members)})"
+        )
     elif open_text:
-        sentence = (f"not judged: the cards use {lex.code_families} code families, open text where an unknown name "
-                    "is normal")
+        sentence = (
+            f"not judged: the cards use {lex.code_families} code families, open text where an unknown name is normal"
+        )
     else:
         sentence = "no unknown model number or code in the turn"
     tests.append(RefusalTest("unknown identifiers", float(len(unknown)), 0.0, not unknown, sentence))
     return tests
 
 
-_LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "pt": "Portuguese", "ja": "Japanese", "zh": "Chinese",
-                   "ko": "Korean"}
+_LANGUAGE_NAMES = {
+    "en": "English",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "ja": "Japanese",
+    "zh": "Chinese",
+    "ko": "Korean",
+}
 
 
 def _language_name(code: str) -> str:
@@ -544,8 +615,11 @@ def _unexplained_test(lex: LexicalEvidence, ce: float | None, t: RefusalThreshol
         sentence = f"{n} word{'s' if n > 1 else ''} no card uses ({_quote(lex.unexplained)})"
         sentence += f", {'at most' if within else 'more than'} {t.max_unexplained_words} allowed"
         if not within:
-            sentence += (f", and the best cross-encoder score {_compare(ce, t.min_cross_encoder_unexplained, sure, 1)}"
-                         if ce is not None else ", and no cross-encoder score to overrule them")
+            sentence += (
+                f", and the best cross-encoder score {_compare(ce, t.min_cross_encoder_unexplained, sure, 1)}"
+                if ce is not None
+                else ", and no cross-encoder score to overrule them"
+            )
     return RefusalTest("unexplained words", float(n), float(t.max_unexplained_words), within or sure, sentence)
 
 
@@ -608,8 +682,10 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
             tests.append(_unexplained_test(lex, ev.best_cross_encoder, t))
         elif lex.judged and lex.unexplained:  # shown, so that a near miss answered ("printer") can be seen
             n = len(lex.unexplained)
-            notes.append(f"{n} word{'s' if n > 1 else ''} no card uses ({_quote(lex.unexplained)}): not judged "
-                         "(REFUSAL_MAX_UNEXPLAINED_WORDS is off: paraphrases use as many as near misses)")
+            notes.append(
+                f"{n} word{'s' if n > 1 else ''} no card uses ({_quote(lex.unexplained)}): not judged "
+                "(REFUSAL_MAX_UNEXPLAINED_WORDS is off: paraphrases use as many as near misses)"
+            )
     if ev.ood is not None and t.max_ood_margin < OOD_MARGIN_OFF and lex is not None and not lex.foreign:
         tests.append(_ood_test(ev.ood, t))  # (cards without words: a degenerate corpus, judged by scores alone)
     vocabulary_ok = all(test.passed for test in tests)
@@ -621,8 +697,10 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
     elif lex is not None and (lex.foreign or unreadable) and ev.multilingual_cosine is not None:
         if ce is not None:
             rule = f"multilingual cosine (the cross-encoder reads no {SCRIPT_NAMES[lex.language]})"
-            notes.append(f"cross-encoder score {_num(ce, 1)} not used: the MS MARCO model reads English, not "
-                         f"{SCRIPT_NAMES[lex.language]} script (it scores such text high or low whatever it says)")
+            notes.append(
+                f"cross-encoder score {_num(ce, 1)} not used: the MS MARCO model reads English, not "
+                f"{SCRIPT_NAMES[lex.language]} script (it scores such text high or low whatever it says)"
+            )
         else:
             rule = "multilingual cosine (no cross-encoder; turn and cards in different languages)"
             note("cross-encoder", "using multilingual-e5's cosine: the English cosine cannot judge another language")
@@ -635,9 +713,13 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
         tests.append(cos_test)
         agree = ev.agreement
         agree_test = RefusalTest(
-            "branch agreement", float(agree.top_in_both), 1.0, agree.top_in_both,
+            "branch agreement",
+            float(agree.top_in_both),
+            1.0,
+            agree.top_in_both,
             f"the top card is {'in both' if agree.top_in_both else 'not in both'} branches' top {agree.depth} "
-            f"({agree.overlap} cards shared)")
+            f"({agree.overlap} cards shared)",
+        )
         support = [agree_test]
         if lex is not None:
             support.insert(0, _matched_test(lex, t))
@@ -663,9 +745,16 @@ def decide(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_TH
             tests.append(matched)
             scores_ok = matched.passed
     answered = vocabulary_ok and scores_ok
-    return RefusalDecision(refused=not answered, rule=rule, tests=tuple(tests), unavailable=tuple(unavailable),
-                           reason=_reason(tests, answered), thresholds=t.source, notes=tuple(notes),
-                           cross_language=lex is not None and lex.foreign)
+    return RefusalDecision(
+        refused=not answered,
+        rule=rule,
+        tests=tuple(tests),
+        unavailable=tuple(unavailable),
+        reason=_reason(tests, answered),
+        thresholds=t.source,
+        notes=tuple(notes),
+        cross_language=lex is not None and lex.foreign,
+    )
 
 
 _GATES = {"known words", "unknown identifiers", "unexplained words", "out-of-domain example"}
@@ -676,13 +765,19 @@ def _ood_test(ood: tuple[str, float, float], t: RefusalThresholds) -> RefusalTes
     margin = near - card
     ok = margin < t.max_ood_margin
     shown = example if len(example) <= 60 else example[:57] + "..."
-    return RefusalTest("out-of-domain example", margin, t.max_ood_margin, ok,
-                       f"closest out-of-domain example '{shown}' at cosine {near:.3f}, closest card {card:.3f}: "
-                       f"margin {margin:+.3f} {'<' if ok else '>='} {_num(t.max_ood_margin, 3)}")
+    return RefusalTest(
+        "out-of-domain example",
+        margin,
+        t.max_ood_margin,
+        ok,
+        f"closest out-of-domain example '{shown}' at cosine {near:.3f}, closest card {card:.3f}: "
+        f"margin {margin:+.3f} {'<' if ok else '>='} {_num(t.max_ood_margin, 3)}",
+    )
 
 
-def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[RefusalTest],
-                         note: Callable[[str, str], None]) -> tuple[str, bool]:
+def _cross_encoder_tests(
+    ev: RefusalEvidence, t: RefusalThresholds, tests: list[RefusalTest], note: Callable[[str, str], None]
+) -> tuple[str, bool]:
     """The cross-encoder test and, below its threshold, the cosine rescue: (the rule's name, answered)."""
     lex, ce, cos = ev.lexical, ev.best_cross_encoder, ev.best_cosine
     assert ce is not None
@@ -693,17 +788,24 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
     where = ""
     if foreign and lex:
         kind = "script" if lex.language in SCRIPT_NAMES else "language"
-        where = (f" ({_language_name(lex.language)}{'-script' if kind == 'script' else ''} turn, cards mostly in "
-                 f"another {kind})")
-    tests.append(RefusalTest("cross-encoder", ce, limit, ce_ok,
-                             f"best cross-encoder score {_compare(ce, limit, ce_ok, 1)}{where}"))
+        where = (
+            f" ({_language_name(lex.language)}{'-script' if kind == 'script' else ''} turn, cards mostly in "
+            f"another {kind})"
+        )
+    tests.append(
+        RefusalTest(
+            "cross-encoder", ce, limit, ce_ok, f"best cross-encoder score {_compare(ce, limit, ce_ok, 1)}{where}"
+        )
+    )
     if cos is None:
         note("cosine", "a low cross-encoder score cannot be rescued by the cosine")
     if ce_ok or cos is None:
         return rule, ce_ok
     if foreign and ev.multilingual_cosine is not None:
         tests.append(_multilingual_test(ev.multilingual_cosine, t))
-        return "cross-encoder, rescued by the multilingual cosine (turn and cards in different languages)", tests[-1].passed
+        return "cross-encoder, rescued by the multilingual cosine (turn and cards in different languages)", tests[
+            -1
+        ].passed
     rule = "cross-encoder, rescued by cosine and lexical support"
     rescue = [_cosine_test("cosine rescue", cos, t.min_rescue_cosine)]
     if lex is not None and not foreign:
@@ -718,8 +820,13 @@ def _cross_encoder_tests(ev: RefusalEvidence, t: RefusalThresholds, tests: list[
 
 def _multilingual_test(m: float, t: RefusalThresholds) -> RefusalTest:
     ok = m >= t.min_multilingual_cosine
-    return RefusalTest("multilingual cosine", m, t.min_multilingual_cosine, ok,
-                       f"multilingual-e5 cosine with the top card {_compare(m, t.min_multilingual_cosine, ok, 3)}")
+    return RefusalTest(
+        "multilingual cosine",
+        m,
+        t.min_multilingual_cosine,
+        ok,
+        f"multilingual-e5 cosine with the top card {_compare(m, t.min_multilingual_cosine, ok, 3)}",
+    )
 
 
 def needs_multilingual(evidence: RefusalEvidence, thresholds: RefusalThresholds = DEFAULT_THRESHOLDS) -> bool:
@@ -728,8 +835,12 @@ def needs_multilingual(evidence: RefusalEvidence, thresholds: RefusalThresholds 
     script the cross-encoder does not read (``LexicalEvidence.unreadable``), whatever the cards' language (the
     pipeline asks e5 only then)."""
     lex, ce = evidence.lexical, evidence.best_cross_encoder
-    return (thresholds.languages and lex is not None and evidence.multilingual_cosine is None
-            and (lex.unreadable or (lex.foreign and (ce is None or ce < thresholds.min_cross_encoder_foreign))))
+    return (
+        thresholds.languages
+        and lex is not None
+        and evidence.multilingual_cosine is None
+        and (lex.unreadable or (lex.foreign and (ce is None or ce < thresholds.min_cross_encoder_foreign)))
+    )
 
 
 def _reason(tests: Sequence[RefusalTest], answered: bool) -> str:

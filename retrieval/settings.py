@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.refusal import DEFAULT_MAX_OOD_MARGIN as OOD_MARGIN
 from retrieval.refusal import DEFAULT_MAX_UNEXPLAINED_WORDS as UNEXPLAINED
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER, DEFAULT_MIN_FALLBACK_COSINE, DEFAULT_MIN_RESCUE_COSINE
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_FOREIGN as FOREIGN
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED as SURE
-from retrieval.refusal import DEFAULT_MAX_OOD_MARGIN as OOD_MARGIN
 from retrieval.refusal import DEFAULT_MIN_MULTILINGUAL_COSINE as MULTI
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -107,11 +107,22 @@ class Knob:
         return value
 
 
-def knob(default: Any, env: str, kind: str, *, lo: float | None = None, hi: float | None = None,
-         choices: tuple[str, ...] = (), label: str = "", step: float | None = None) -> Any:
+def knob(
+    default: Any,
+    env: str,
+    kind: str,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    choices: tuple[str, ...] = (),
+    label: str = "",
+    step: float | None = None,
+) -> Any:
     """A Settings field whose metadata says how to read, validate and show it."""
-    return field(default=default, metadata={"knob": dict(env=env, kind=kind, lo=lo, hi=hi, choices=choices,
-                                                         label=label, step=step)})
+    return field(
+        default=default,
+        metadata={"knob": dict(env=env, kind=kind, lo=lo, hi=hi, choices=choices, label=label, step=step)},
+    )
 
 
 @dataclass(frozen=True)
@@ -175,15 +186,19 @@ class Settings:
     # 10, not 20 (issue 20): half the cross-encoder's work per turn; nDCG@10 of `full` 0.8262 on the shipped set
     # and 0.7263 on SciFact test at 10, against 0.8286 and 0.7258 at 20, but 0.005-0.010 lower on the paraphrase and
     # cross-language files (README, Speed: the depth's price).
-    reranker_max_input: int = knob(10, "RERANKER_MAX_INPUT", "int", lo=0, hi=200, label="Rerank max input (0=off)",
-                                   step=1)
-    embedding_model: str = knob(DEFAULT_EMBEDDING_MODEL, "EMBEDDING_MODEL", "name",
-                                label="Embedding model (sets its own min similarity)")
+    reranker_max_input: int = knob(
+        10, "RERANKER_MAX_INPUT", "int", lo=0, hi=200, label="Rerank max input (0=off)", step=1
+    )
+    embedding_model: str = knob(
+        DEFAULT_EMBEDDING_MODEL, "EMBEDDING_MODEL", "name", label="Embedding model (sets its own min similarity)"
+    )
     top_k: int = knob(5, "TOP_K", "int", lo=1, hi=1000, label="top_k (cards)", step=1)
-    candidate_multiplier: int = knob(10, "CANDIDATE_MULTIPLIER", "int", lo=1, hi=50, label="Branch depth (× top_k)",
-                                     step=1)
-    min_similarity: float = knob(0.55, "MIN_SIMILARITY", "float", lo=-1.0, hi=1.0, label="Min similarity (cos)",
-                                 step=0.01)
+    candidate_multiplier: int = knob(
+        10, "CANDIDATE_MULTIPLIER", "int", lo=1, hi=50, label="Branch depth (× top_k)", step=1
+    )
+    min_similarity: float = knob(
+        0.55, "MIN_SIMILARITY", "float", lo=-1.0, hi=1.0, label="Min similarity (cos)", step=0.01
+    )
     chroma_path: str = knob(str(PROJECT_ROOT / ".chroma"), "CHROMA_PATH", "name")
     chroma_host: str | None = knob(None, "CHROMA_HOST", "optional_name")
     chroma_port: int = knob(8000, "CHROMA_PORT", "int", lo=1, hi=65535)
@@ -191,32 +206,54 @@ class Settings:
     bm25_timeout_ms: int = knob(1000, "BM25_TIMEOUT_MS", "int", lo=1, hi=600_000)
     dense_timeout_ms: int = knob(5000, "DENSE_TIMEOUT_MS", "int", lo=1, hi=600_000)
     rerank_timeout_ms: int = knob(5000, "RERANK_TIMEOUT_MS", "int", lo=1, hi=600_000)
-    simulate_reranker_failure: bool = knob(False, "SIMULATE_RERANKER_FAILURE", "bool",
-                                           label="Simulate a reranker load failure")
+    simulate_reranker_failure: bool = knob(
+        False, "SIMULATE_RERANKER_FAILURE", "bool", label="Simulate a reranker load failure"
+    )
     simulate_empty_bm25: bool = knob(False, "SIMULATE_EMPTY_BM25", "bool", label="Simulate an empty BM25 index")
-    bm25_tokenizer: str = knob("snowball", "BM25_TOKENIZER", "choice", choices=("snowball", "plain"),
-                               label="BM25 tokens (snowball = stemmed per language)")
-    fusion: str = knob("rrf", "FUSION", "choice", choices=("rrf", "convex"),
-                       label="Fusion (rrf = ranks; convex = min-max scores)")
-    query_weighting: str = knob("auto", "QUERY_WEIGHTING", "choice", choices=("auto", "off", "adaptive"),
-                                label="Query-aware weights (codes/units; adaptive: + branch evidence)")
-    rerank_mode: str = knob("rrf", "RERANK_MODE", "choice", choices=("rrf", "replace"),
-                            label="Rerank (rrf = blend with fused order; replace)")
-    rerank_weight: float = knob(0.5, "RERANK_WEIGHT", "float", lo=0.0, hi=10.0,
-                                label="Cross-encoder weight in the blend", step=0.1)
-    context_token_budget: int = knob(1000, "CONTEXT_TOKEN_BUDGET", "int", lo=1, hi=1_000_000,
-                                     label="Context token budget", step=50)
+    bm25_tokenizer: str = knob(
+        "snowball",
+        "BM25_TOKENIZER",
+        "choice",
+        choices=("snowball", "plain"),
+        label="BM25 tokens (snowball = stemmed per language)",
+    )
+    fusion: str = knob(
+        "rrf", "FUSION", "choice", choices=("rrf", "convex"), label="Fusion (rrf = ranks; convex = min-max scores)"
+    )
+    query_weighting: str = knob(
+        "auto",
+        "QUERY_WEIGHTING",
+        "choice",
+        choices=("auto", "off", "adaptive"),
+        label="Query-aware weights (codes/units; adaptive: + branch evidence)",
+    )
+    rerank_mode: str = knob(
+        "rrf",
+        "RERANK_MODE",
+        "choice",
+        choices=("rrf", "replace"),
+        label="Rerank (rrf = blend with fused order; replace)",
+    )
+    rerank_weight: float = knob(
+        0.5, "RERANK_WEIGHT", "float", lo=0.0, hi=10.0, label="Cross-encoder weight in the blend", step=0.1
+    )
+    context_token_budget: int = knob(
+        1000, "CONTEXT_TOKEN_BUDGET", "int", lo=1, hi=1_000_000, label="Context token budget", step=50
+    )
     refusal_rule: str = knob("evidence", "REFUSAL_RULE", "choice", choices=("evidence", "cosine"))
-    refusal_min_cross_encoder: float = knob(DEFAULT_MIN_CROSS_ENCODER, "REFUSAL_MIN_CROSS_ENCODER", "float",
-                                            lo=-50.0, hi=50.0)
+    refusal_min_cross_encoder: float = knob(
+        DEFAULT_MIN_CROSS_ENCODER, "REFUSAL_MIN_CROSS_ENCODER", "float", lo=-50.0, hi=50.0
+    )
     refusal_rescue_margin: float = knob(DEFAULT_RESCUE_MARGIN, "REFUSAL_RESCUE_MARGIN", "float", lo=-2.0, hi=2.0)
-    refusal_fallback_margin: float = knob(DEFAULT_FALLBACK_MARGIN, "REFUSAL_FALLBACK_MARGIN", "float", lo=-2.0,
-                                          hi=2.0)
+    refusal_fallback_margin: float = knob(DEFAULT_FALLBACK_MARGIN, "REFUSAL_FALLBACK_MARGIN", "float", lo=-2.0, hi=2.0)
     refusal_unknown_codes: bool = knob(True, "REFUSAL_UNKNOWN_CODES", "bool")
-    refusal_min_cross_encoder_foreign: float = knob(FOREIGN, "REFUSAL_MIN_CROSS_ENCODER_FOREIGN", "float", lo=-50, hi=50)
+    refusal_min_cross_encoder_foreign: float = knob(
+        FOREIGN, "REFUSAL_MIN_CROSS_ENCODER_FOREIGN", "float", lo=-50, hi=50
+    )
     refusal_max_unexplained_words: int = knob(UNEXPLAINED, "REFUSAL_MAX_UNEXPLAINED_WORDS", "int", lo=0, hi=99)
-    refusal_min_cross_encoder_unexplained: float = knob(SURE, "REFUSAL_MIN_CROSS_ENCODER_UNEXPLAINED", "float", lo=-50,
-                                                        hi=50)
+    refusal_min_cross_encoder_unexplained: float = knob(
+        SURE, "REFUSAL_MIN_CROSS_ENCODER_UNEXPLAINED", "float", lo=-50, hi=50
+    )
     refusal_min_multilingual_cosine: float = knob(MULTI, "REFUSAL_MIN_MULTILINGUAL_COSINE", "float", lo=-1, hi=1)
     refusal_max_ood_margin: float = knob(OOD_MARGIN, "REFUSAL_MAX_OOD_MARGIN", "float", lo=-2, hi=1)
     refusal_calibration: bool = knob(True, "REFUSAL_CALIBRATION", "bool")
@@ -272,9 +309,23 @@ MAX_CANDIDATE_DEPTH = 1000
 # The inspector's controls, in the order the page passes them (and the ``run_turn`` API takes them); each one's
 # widget, range, choices and label come from its Knob.
 CONTROLS: tuple[str, ...] = (
-    "rrf_k", "hybrid_enabled", "simulate_reranker_failure", "simulate_empty_bm25", "top_k", "candidate_multiplier",
-    "reranker_max_input", "min_similarity", "bm25_weight", "dense_weight", "embedding_model", "context_token_budget",
-    "bm25_tokenizer", "fusion", "query_weighting", "rerank_mode", "rerank_weight",
+    "rrf_k",
+    "hybrid_enabled",
+    "simulate_reranker_failure",
+    "simulate_empty_bm25",
+    "top_k",
+    "candidate_multiplier",
+    "reranker_max_input",
+    "min_similarity",
+    "bm25_weight",
+    "dense_weight",
+    "embedding_model",
+    "context_token_budget",
+    "bm25_tokenizer",
+    "fusion",
+    "query_weighting",
+    "rerank_mode",
+    "rerank_weight",
 )
 
 ENV_VARS: dict[str, str] = {spec.env: name for name, spec in _KNOBS.items()}

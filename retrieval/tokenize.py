@@ -36,9 +36,11 @@ _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 # katakana middle dot ・ or 、。 a separator): Hangul jamo and syllables, the ideographic iteration marks 々 〻 and
 # 〆 〇, Hiragana (with ゝゞ), Katakana (with the prolonged sound mark ー and ヽヾ), half-width Katakana and Hangul,
 # and the Han ideographs of every plane.
-_CJK = ("\u1100-\u11ff\u3005-\u3007\u303b\u3041-\u309f\u30a1-\u30ff\u3131-\u318e\u31f0-\u31ff"
-        "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uffdc"
-        "\U00020000-\U0003ffff")
+_CJK = (
+    "\u1100-\u11ff\u3005-\u3007\u303b\u3041-\u309f\u30a1-\u30ff\u3131-\u318e\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uffdc"
+    "\U00020000-\U0003ffff"
+)
 _HAS_CJK = re.compile(f"[{_CJK}]")
 # Hangul vowel and final jamo: part of the syllable begun by the initial before them (UAX #29's V and T).
 _JAMO_VT = "\u1160-\u11ff\ud7b0-\ud7fb"
@@ -82,8 +84,7 @@ def _patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern, re.Patt
     token = re.compile(f"(?P<cjk>(?:(?![\\W_])[{_CJK}]{marks}*)+)|(?:[^\\W_{_CJK}]+{marks}*)+")
     # Any character beyond the BMP takes the full analysis (rare: supplementary Han, marks of historic scripts).
     special = re.compile(f"[{_CJK}{bmp}\U00010000-\U0010ffff]")
-    return (special, token, re.compile(f"{marks}|[{_JAMO_VT}]"), re.compile(marks),
-            re.compile(f"[^\\W_][\\w{bmp}]*"))
+    return (special, token, re.compile(f"{marks}|[{_JAMO_VT}]"), re.compile(marks), re.compile(f"[^\\W_][\\w{bmp}]*"))
 
 
 def _latin1(text: str) -> bool:
@@ -143,8 +144,7 @@ def cjk_language(text: str) -> tuple[str, int]:
     if not _HAS_CJK.search(text):
         return "", 0
     _, token, extend, *_ = _patterns()
-    letters = sum(len(m.group()) - len(extend.findall(m.group())) for m in token.finditer(text)
-                  if m.lastgroup == "cjk")
+    letters = sum(len(m.group()) - len(extend.findall(m.group())) for m in token.finditer(text) if m.lastgroup == "cjk")
     if not letters:
         return "", 0
     hangul = len(_HANGUL.findall(text))
@@ -157,24 +157,90 @@ def cjk_language(text: str) -> tuple[str, int]:
 # none of them). A script code, not a language: Cyrillic is Russian, Ukrainian, Serbian...; Arabic also Persian and
 # Urdu; Devanagari Hindi, Marathi and Nepali. What the refusal rule needs is only that the cards do not use it.
 _SCRIPT_BLOCKS = (
-    (0x0370, "grek"), (0x0400, "cyrl"), (0x0530, "armn"), (0x0590, "hebr"), (0x0600, "arab"), (0x0700, "syrc"),
-    (0x0750, "arab"), (0x0780, "thaa"), (0x07C0, ""), (0x08A0, "arab"), (0x0900, "deva"), (0x0980, "beng"),
-    (0x0A00, "guru"), (0x0A80, "gujr"), (0x0B00, "orya"), (0x0B80, "taml"), (0x0C00, "telu"), (0x0C80, "knda"),
-    (0x0D00, "mlym"), (0x0D80, "sinh"), (0x0E00, "thai"), (0x0E80, "laoo"), (0x0F00, "tibt"), (0x1000, "mymr"),
-    (0x10A0, "geor"), (0x1100, ""), (0x1200, "ethi"), (0x13A0, ""), (0x1780, "khmr"), (0x1800, ""),
-    (0x1C80, "cyrl"), (0x1C90, "geor"), (0x1CC0, ""), (0x1F00, "grek"), (0x2000, ""), (0x2D00, "geor"),
-    (0x2D30, ""), (0x2DE0, "cyrl"), (0x2E00, ""), (0xA640, "cyrl"), (0xA6A0, ""), (0xA8E0, "deva"), (0xA900, ""),
-    (0xFB1D, "hebr"), (0xFB50, "arab"), (0xFE00, ""), (0xFE70, "arab"), (0xFF00, ""))
+    (0x0370, "grek"),
+    (0x0400, "cyrl"),
+    (0x0530, "armn"),
+    (0x0590, "hebr"),
+    (0x0600, "arab"),
+    (0x0700, "syrc"),
+    (0x0750, "arab"),
+    (0x0780, "thaa"),
+    (0x07C0, ""),
+    (0x08A0, "arab"),
+    (0x0900, "deva"),
+    (0x0980, "beng"),
+    (0x0A00, "guru"),
+    (0x0A80, "gujr"),
+    (0x0B00, "orya"),
+    (0x0B80, "taml"),
+    (0x0C00, "telu"),
+    (0x0C80, "knda"),
+    (0x0D00, "mlym"),
+    (0x0D80, "sinh"),
+    (0x0E00, "thai"),
+    (0x0E80, "laoo"),
+    (0x0F00, "tibt"),
+    (0x1000, "mymr"),
+    (0x10A0, "geor"),
+    (0x1100, ""),
+    (0x1200, "ethi"),
+    (0x13A0, ""),
+    (0x1780, "khmr"),
+    (0x1800, ""),
+    (0x1C80, "cyrl"),
+    (0x1C90, "geor"),
+    (0x1CC0, ""),
+    (0x1F00, "grek"),
+    (0x2000, ""),
+    (0x2D00, "geor"),
+    (0x2D30, ""),
+    (0x2DE0, "cyrl"),
+    (0x2E00, ""),
+    (0xA640, "cyrl"),
+    (0xA6A0, ""),
+    (0xA8E0, "deva"),
+    (0xA900, ""),
+    (0xFB1D, "hebr"),
+    (0xFB50, "arab"),
+    (0xFE00, ""),
+    (0xFE70, "arab"),
+    (0xFF00, ""),
+)
 _BLOCK_STARTS = [start for start, _ in _SCRIPT_BLOCKS]
-SCRIPT_NAMES = {"grek": "Greek", "cyrl": "Cyrillic", "armn": "Armenian", "hebr": "Hebrew", "arab": "Arabic",
-                "syrc": "Syriac", "thaa": "Thaana", "deva": "Devanagari", "beng": "Bengali", "guru": "Gurmukhi",
-                "gujr": "Gujarati", "orya": "Oriya", "taml": "Tamil", "telu": "Telugu", "knda": "Kannada",
-                "mlym": "Malayalam", "sinh": "Sinhala", "thai": "Thai", "laoo": "Lao", "tibt": "Tibetan",
-                "mymr": "Myanmar", "geor": "Georgian", "ethi": "Ethiopic", "khmr": "Khmer"}
+SCRIPT_NAMES = {
+    "grek": "Greek",
+    "cyrl": "Cyrillic",
+    "armn": "Armenian",
+    "hebr": "Hebrew",
+    "arab": "Arabic",
+    "syrc": "Syriac",
+    "thaa": "Thaana",
+    "deva": "Devanagari",
+    "beng": "Bengali",
+    "guru": "Gurmukhi",
+    "gujr": "Gujarati",
+    "orya": "Oriya",
+    "taml": "Tamil",
+    "telu": "Telugu",
+    "knda": "Kannada",
+    "mlym": "Malayalam",
+    "sinh": "Sinhala",
+    "thai": "Thai",
+    "laoo": "Lao",
+    "tibt": "Tibetan",
+    "mymr": "Myanmar",
+    "geor": "Georgian",
+    "ethi": "Ethiopic",
+    "khmr": "Khmer",
+}
 # A run of letters (no marks, digits or punctuation) of those scripts; a Latin letter.
-_SCRIPT_LETTERS = re.compile("(?:(?=[^\\W\\d_])[" + "".join(
-    f"{chr(start)}-{chr(end - 1)}" for (start, code), (end, _) in zip(_SCRIPT_BLOCKS, _SCRIPT_BLOCKS[1:]) if code)
-    + "])+")
+_SCRIPT_LETTERS = re.compile(
+    "(?:(?=[^\\W\\d_])["
+    + "".join(
+        f"{chr(start)}-{chr(end - 1)}" for (start, code), (end, _) in zip(_SCRIPT_BLOCKS, _SCRIPT_BLOCKS[1:]) if code
+    )
+    + "])+"
+)
 _LATIN_LETTER = re.compile("[A-Za-z\u00aa\u00b5\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]")
 
 
@@ -197,8 +263,7 @@ def main_script(text: str, other_letters: int = 0) -> str:
 
 def _plain_split(text: str) -> bool:
     """True if ``_WORD`` alone tokenizes ``text`` (lowercased): no CJK, no combining mark, already NFC."""
-    return (_latin1(text)
-            or (not _patterns()[0].search(text) and unicodedata.is_normalized("NFC", text)))
+    return _latin1(text) or (not _patterns()[0].search(text) and unicodedata.is_normalized("NFC", text))
 
 
 def _pieces(text: str):
@@ -267,8 +332,10 @@ def word_count(text: str) -> int:
     if _plain_split(text):
         return len(_WORD.findall(text))
     _, token, extend, *_ = _patterns()
-    return sum((len(m.group()) - len(extend.findall(m.group())) + 1) // 2 if m.lastgroup == "cjk" else 1
-               for m in token.finditer(text))
+    return sum(
+        (len(m.group()) - len(extend.findall(m.group())) + 1) // 2 if m.lastgroup == "cjk" else 1
+        for m in token.finditer(text)
+    )
 
 
 def base_language(lang: str) -> str:

@@ -50,8 +50,9 @@ def turn_features(query: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def choose_weights(query: str, bm25_weight: float, dense_weight: float, mode: str = "auto",
-                   evidence: BranchEvidence | None = None) -> TurnWeights:
+def choose_weights(
+    query: str, bm25_weight: float, dense_weight: float, mode: str = "auto", evidence: BranchEvidence | None = None
+) -> TurnWeights:
     """Branch weights for this turn: the configured ones, shifted by the turn's features when ``mode='auto'``;
     ``mode='adaptive'`` then moves them by what the branch lists say (``evidence``, see ``adapt_weights``)."""
     if mode == "off":
@@ -59,18 +60,26 @@ def choose_weights(query: str, bm25_weight: float, dense_weight: float, mode: st
     if mode == "adaptive":
         base = choose_weights(query, bm25_weight, dense_weight, "auto")
         if evidence is None:
-            return TurnWeights(base.bm25, base.dense, base.features,
-                               f"{base.reason}; no branch evidence (a branch did not run)")
+            return TurnWeights(
+                base.bm25, base.dense, base.features, f"{base.reason}; no branch evidence (a branch did not run)"
+            )
         return adapt_weights(base, evidence)
     features = turn_features(query)
     lexical = [f for f in features if f != "long"]
     if lexical:
-        return TurnWeights(bm25_weight * LEXICAL_BOOST, dense_weight, features,
-                           f"exact tokens in the turn ({', '.join(lexical)}): BM25 weight x{LEXICAL_BOOST:g}")
+        return TurnWeights(
+            bm25_weight * LEXICAL_BOOST,
+            dense_weight,
+            features,
+            f"exact tokens in the turn ({', '.join(lexical)}): BM25 weight x{LEXICAL_BOOST:g}",
+        )
     if "long" in features:
-        return TurnWeights(bm25_weight, dense_weight * DENSE_BOOST, features,
-                           f"long plain-language turn (>= {LONG_TURN_WORDS} words, no codes): "
-                           f"dense weight x{DENSE_BOOST:g}")
+        return TurnWeights(
+            bm25_weight,
+            dense_weight * DENSE_BOOST,
+            features,
+            f"long plain-language turn (>= {LONG_TURN_WORDS} words, no codes): dense weight x{DENSE_BOOST:g}",
+        )
     return TurnWeights(bm25_weight, dense_weight, features, "no lexical signal: configured weights")
 
 
@@ -107,9 +116,16 @@ class BranchEvidence:
     english_only: bool
 
     def as_dict(self) -> dict[str, float | int | str | bool]:
-        return {"terms": self.terms, "matched": self.matched, "coverage": round(self.coverage, 4),
-                "bm25_gap": round(self.bm25_gap, 4), "dense_gap": round(self.dense_gap, 4), "overlap": self.overlap,
-                "language": self.language, "english_only": self.english_only}
+        return {
+            "terms": self.terms,
+            "matched": self.matched,
+            "coverage": round(self.coverage, 4),
+            "bm25_gap": round(self.bm25_gap, 4),
+            "dense_gap": round(self.dense_gap, 4),
+            "overlap": self.overlap,
+            "language": self.language,
+            "english_only": self.english_only,
+        }
 
 
 def _top_parents(hits, n: int = TOP) -> list[str]:
@@ -150,21 +166,37 @@ def branch_evidence(query: str, bm25_hits, dense_hits, index=None, embedding_mod
         bm25_gap = (bm25_hits[0].score - tenth) / bm25_hits[0].score
     dense_gap = (dense_hits[0].score - dense_hits[min(TOP, len(dense_hits)) - 1].score) if dense_hits else 0.0
     overlap = len(set(_top_parents(bm25_hits)) & set(_top_parents(dense_hits)))
-    return BranchEvidence(terms=len(terms), matched=matched, coverage=coverage, bm25_gap=bm25_gap,
-                          dense_gap=dense_gap, overlap=overlap, language=detect_language(query),
-                          english_only=embedding_model in ENGLISH_ONLY_EMBEDDERS)
+    return BranchEvidence(
+        terms=len(terms),
+        matched=matched,
+        coverage=coverage,
+        bm25_gap=bm25_gap,
+        dense_gap=dense_gap,
+        overlap=overlap,
+        language=detect_language(query),
+        english_only=embedding_model in ENGLISH_ONLY_EMBEDDERS,
+    )
 
 
 def adapt_weights(base: TurnWeights, ev: BranchEvidence) -> TurnWeights:
     """``base`` (the query-aware weights) moved by the branch evidence: BM25's best chunk covers less than
     ``LOW_COVERAGE`` of the turn's term weight -> BM25 x``EVIDENCE_DOWN``. The reason names the numbers."""
     if ev.terms and ev.coverage < LOW_COVERAGE:
-        why = (f"BM25's best chunk covers {ev.coverage:.0%} of the turn's term weight (< {LOW_COVERAGE:.0%}; "
-               f"{ev.matched}/{ev.terms} terms in the index): BM25 x{EVIDENCE_DOWN:g}")
-        return TurnWeights(base.bm25 * EVIDENCE_DOWN, base.dense, (*base.features, "low_coverage"),
-                           f"{base.reason}; then {why}", ev.as_dict())
-    why = (f"branch evidence neutral (BM25 coverage {ev.coverage:.0%} >= {LOW_COVERAGE:.0%}, "
-           f"top-{TOP} overlap {ev.overlap})")
+        why = (
+            f"BM25's best chunk covers {ev.coverage:.0%} of the turn's term weight (< {LOW_COVERAGE:.0%}; "
+            f"{ev.matched}/{ev.terms} terms in the index): BM25 x{EVIDENCE_DOWN:g}"
+        )
+        return TurnWeights(
+            base.bm25 * EVIDENCE_DOWN,
+            base.dense,
+            (*base.features, "low_coverage"),
+            f"{base.reason}; then {why}",
+            ev.as_dict(),
+        )
+    why = (
+        f"branch evidence neutral (BM25 coverage {ev.coverage:.0%} >= {LOW_COVERAGE:.0%}, "
+        f"top-{TOP} overlap {ev.overlap})"
+    )
     return TurnWeights(base.bm25, base.dense, base.features, f"{base.reason}; then {why}", ev.as_dict())
 
 
@@ -176,6 +208,7 @@ def weigh_turn(query: str, s, bm25, dense, index_for) -> TurnWeights:
     if s.query_weighting == "adaptive" and bm25.usable and dense.usable:
         from retrieval.encoders import canonical_embedder
 
-        evidence = branch_evidence(query, bm25.hits, dense.hits, index_for(s.bm25_tokenizer),
-                                   canonical_embedder(s.embedding_model))
+        evidence = branch_evidence(
+            query, bm25.hits, dense.hits, index_for(s.bm25_tokenizer), canonical_embedder(s.embedding_model)
+        )
     return choose_weights(query, s.bm25_weight, s.dense_weight, s.query_weighting, evidence)

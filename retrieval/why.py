@@ -115,14 +115,15 @@ def find_card(retriever: HybridRetriever, wanted: str) -> str:
     if len(folded) == 1:
         return folded[0]
     words = set(tokenize(text))
-    matches = [cid for cid, title in cards.items()
-               if words and words <= set(tokenize(title)) | set(tokenize(cid))]
+    matches = [cid for cid, title in cards.items() if words and words <= set(tokenize(title)) | set(tokenize(cid))]
     if len(matches) == 1:
         return matches[0]
     shown = text[:80]
     if not matches:
-        raise ValueError(f"no card has the id {shown!r} or every word of it in its title; give a card id or other "
-                         f"words of its title ({len(cards):,} cards in this corpus).")
+        raise ValueError(
+            f"no card has the id {shown!r} or every word of it in its title; give a card id or other "
+            f"words of its title ({len(cards):,} cards in this corpus)."
+        )
     listed = "; ".join(f"{cid} ({cards[cid][:60]})" for cid in matches[:10])
     more = f" and {len(matches) - 10} more" if len(matches) > 10 else ""
     raise ValueError(f"{len(matches)} cards match {shown!r}: {listed}{more}. Give one of these ids, or more words.")
@@ -139,8 +140,9 @@ def _order(retriever: HybridRetriever, scores: np.ndarray, positive_only: bool) 
 
 def _hits(retriever: HybridRetriever, order: Sequence[int], scores: np.ndarray, n: int) -> tuple[Hit, ...]:
     chunks = retriever.chunks
-    return tuple(Hit(chunks[i].chunk_id, chunks[i].parent_id, r, float(scores[i]))
-                 for r, i in enumerate(order[:n], start=1))
+    return tuple(
+        Hit(chunks[i].chunk_id, chunks[i].parent_id, r, float(scores[i])) for r, i in enumerate(order[:n], start=1)
+    )
 
 
 def _standing(retriever: HybridRetriever, order: Sequence[int], scores: np.ndarray, card_id: str) -> dict[str, Any]:
@@ -151,11 +153,20 @@ def _standing(retriever: HybridRetriever, order: Sequence[int], scores: np.ndarr
         if parent not in seen:
             seen.add(parent)
             if parent == card_id:
-                return {"rank": len(seen), "chunk_rank": chunk_rank, "chunk_id": retriever.chunks[i].chunk_id,
-                        "score": round(float(scores[i]), 6), "ranked_cards": len({retriever.chunks[j].parent_id
-                                                                                  for j in order})}
-    return {"rank": None, "chunk_rank": None, "chunk_id": None, "score": 0.0,
-            "ranked_cards": len({retriever.chunks[j].parent_id for j in order})}
+                return {
+                    "rank": len(seen),
+                    "chunk_rank": chunk_rank,
+                    "chunk_id": retriever.chunks[i].chunk_id,
+                    "score": round(float(scores[i]), 6),
+                    "ranked_cards": len({retriever.chunks[j].parent_id for j in order}),
+                }
+    return {
+        "rank": None,
+        "chunk_rank": None,
+        "chunk_id": None,
+        "score": 0.0,
+        "ranked_cards": len({retriever.chunks[j].parent_id for j in order}),
+    }
 
 
 def _bm25(retriever: HybridRetriever, query: str, card_id: str, s: Settings, result: RetrievalResult):
@@ -168,35 +179,51 @@ def _bm25(retriever: HybridRetriever, query: str, card_id: str, s: Settings, res
     for chunk in retriever.chunks:
         if chunk.parent_id == card_id:
             held.update(analyze(chunk.indexed_text, s.bm25_tokenizer, chunk.lang))
-    info["terms"] = [{"term": t, "idf": None if index.idf(t) is None else round(index.idf(t), 4),
-                      "in_card": t in held} for t in terms]
+    info["terms"] = [
+        {"term": t, "idf": None if index.idf(t) is None else round(index.idf(t), 4), "in_card": t in held}
+        for t in terms
+    ]
     info["contains"] = [t["term"] for t in info["terms"] if t["in_card"]]
     info["lacks"] = [t["term"] for t in info["terms"] if not t["in_card"]]
-    info.update(tokenizer=s.bm25_tokenizer, status=result.bm25.status, reason=result.bm25.reason,
-                in_list=any(h.parent_id == card_id for h in result.bm25.hits))
+    info.update(
+        tokenizer=s.bm25_tokenizer,
+        status=result.bm25.status,
+        reason=result.bm25.reason,
+        in_list=any(h.parent_id == card_id for h in result.bm25.hits),
+    )
     return info, order, scores
 
 
 def _dense(retriever: HybridRetriever, query: str, card_id: str, result: RetrievalResult):
     store = retriever.dense
     if store is None or retriever.embedder is None:
-        info = {"rank": None, "chunk_rank": None, "chunk_id": None, "cosine": None, "status": result.dense.status,
-                "reason": result.dense.reason or retriever.dense_error, "in_list": False}
+        info = {
+            "rank": None,
+            "chunk_rank": None,
+            "chunk_id": None,
+            "cosine": None,
+            "status": result.dense.status,
+            "reason": result.dense.reason or retriever.dense_error,
+            "in_list": False,
+        }
         return info, [], np.zeros(len(retriever.chunks))
     qvec = retriever.embed_query(query).value
     scores = np.asarray(store.embeddings, dtype=np.float64) @ np.asarray(qvec, dtype=np.float64)
     order = _order(retriever, scores, positive_only=False)
     info = _standing(retriever, order, scores, card_id)
     info["cosine"] = info.pop("score") if info["rank"] is not None else None
-    info.update(status=result.dense.status, reason=result.dense.reason,
-                in_list=any(h.parent_id == card_id for h in result.dense.hits))
+    info.update(
+        status=result.dense.status,
+        reason=result.dense.reason,
+        in_list=any(h.parent_id == card_id for h in result.dense.hits),
+    )
     return info, order, scores
 
 
 # ------------------------------------------------------------------------------------------------ the turn
 def candidates(result: RetrievalResult) -> list:
     """What the final cut runs over: the reranked head, then the fused tail, best sub-chunk per card."""
-    return best_per_parent([*result.reranked, *result.fused[len(result.reranked):]])
+    return best_per_parent([*result.reranked, *result.fused[len(result.reranked) :]])
 
 
 def card_position(result: RetrievalResult, card_id: str) -> int | None:
@@ -204,16 +231,27 @@ def card_position(result: RetrievalResult, card_id: str) -> int | None:
     return next((p for p, h in enumerate(candidates(result), start=1) if h.parent_id == card_id), None)
 
 
-def _fusion(retriever: HybridRetriever, result: RetrievalResult, card_id: str, s: Settings,
-            whole: dict[str, tuple[list[int], np.ndarray, dict]]) -> dict[str, Any]:
+def _fusion(
+    retriever: HybridRetriever,
+    result: RetrievalResult,
+    card_id: str,
+    s: Settings,
+    whole: dict[str, tuple[list[int], np.ndarray, dict]],
+) -> dict[str, Any]:
     """The card in the fused list: the real one if the branches reached it, else the branch lists cut just deep
     enough to hold it (``as_if_depth``) fused at this k and these weights."""
     reached = [h for h in best_per_parent(result.fused)]
     for rank, h in enumerate(reached, start=1):
         if h.parent_id == card_id:
-            return {"rank": rank, "score": round(h.score, 6), "chunk_id": h.chunk_id, "reached": True,
-                    "as_if_depth": None, "branch_ranks": dict(h.branch_ranks),
-                    "contributions": {k: round(v, 6) for k, v in h.contributions.items()}}
+            return {
+                "rank": rank,
+                "score": round(h.score, 6),
+                "chunk_id": h.chunk_id,
+                "reached": True,
+                "as_if_depth": None,
+                "branch_ranks": dict(h.branch_ranks),
+                "contributions": {k: round(v, 6) for k, v in h.contributions.items()},
+            }
     depth = s.candidate_depth
     lists, deepest = [], depth
     for branch in (result.bm25, result.dense):
@@ -227,21 +265,42 @@ def _fusion(retriever: HybridRetriever, result: RetrievalResult, card_id: str, s
     fused = fuse_branches(lists, weights, retriever.parent_of, fusion=s.fusion, k=s.rrf_k) if lists else []
     for rank, h in enumerate(best_per_parent(fused), start=1):
         if h.parent_id == card_id:
-            return {"rank": rank, "score": round(h.score, 6), "chunk_id": h.chunk_id, "reached": False,
-                    "as_if_depth": deepest, "branch_ranks": dict(h.branch_ranks),
-                    "contributions": {k: round(v, 6) for k, v in h.contributions.items()}}
-    return {"rank": None, "score": None, "chunk_id": None, "reached": False, "as_if_depth": deepest,
-            "branch_ranks": {}, "contributions": {}}
+            return {
+                "rank": rank,
+                "score": round(h.score, 6),
+                "chunk_id": h.chunk_id,
+                "reached": False,
+                "as_if_depth": deepest,
+                "branch_ranks": dict(h.branch_ranks),
+                "contributions": {k: round(v, 6) for k, v in h.contributions.items()},
+            }
+    return {
+        "rank": None,
+        "score": None,
+        "chunk_id": None,
+        "reached": False,
+        "as_if_depth": deepest,
+        "branch_ranks": {},
+        "contributions": {},
+    }
 
 
-def _cross_encoder(retriever: HybridRetriever, query: str, card_id: str, chunk_id: str | None,
-                   result: RetrievalResult, s: Settings) -> dict[str, Any]:
+def _cross_encoder(
+    retriever: HybridRetriever, query: str, card_id: str, chunk_id: str | None, result: RetrievalResult, s: Settings
+) -> dict[str, Any]:
     """The card's logit (one pair, cached per turn) and where it would stand among the scored head."""
     from retrieval.rerank import load_error, load_reranker, score_pairs
 
     ran = bool(result.reranked)
-    info: dict[str, Any] = {"score": None, "chunk_id": chunk_id, "ran": ran, "in_head": False,
-                            "would_place": None, "head": len(result.reranked), "reason": ""}
+    info: dict[str, Any] = {
+        "score": None,
+        "chunk_id": chunk_id,
+        "ran": ran,
+        "in_head": False,
+        "would_place": None,
+        "head": len(result.reranked),
+        "reason": "",
+    }
     if not ran:
         info["reason"] = result.reranker_status or "the reranker did not run on this turn"
     if chunk_id is None:
@@ -270,33 +329,78 @@ def _cross_encoder(retriever: HybridRetriever, query: str, card_id: str, chunk_i
     return info
 
 
-def _stages(result: RetrievalResult, card_id: str, s: Settings, position: int | None,
-            similarity: float | None) -> list[dict[str, Any]]:
+def _stages(
+    result: RetrievalResult, card_id: str, s: Settings, position: int | None, similarity: float | None
+) -> list[dict[str, Any]]:
     """Dedup, top_k, the threshold and the refusal rule, each with passed and its value."""
     kept = card_id in {h.parent_id for h in result.final}
-    out = [{"stage": "dedup", "passed": position is not None, "value": position,
-            "note": (f"its best sub-chunk stands for it at card position {position}" if position is not None
-                     else "not a candidate: no sub-chunk of it reached the final cut")}]
+    out = [
+        {
+            "stage": "dedup",
+            "passed": position is not None,
+            "value": position,
+            "note": (
+                f"its best sub-chunk stands for it at card position {position}"
+                if position is not None
+                else "not a candidate: no sub-chunk of it reached the final cut"
+            ),
+        }
+    ]
     if position is None:
         return out
-    out.append({"stage": "top_k", "passed": position <= s.top_k, "value": position,
-                "note": f"card position {position} {'<=' if position <= s.top_k else '>'} top_k={s.top_k}"})
+    out.append(
+        {
+            "stage": "top_k",
+            "passed": position <= s.top_k,
+            "value": position,
+            "note": f"card position {position} {'<=' if position <= s.top_k else '>'} top_k={s.top_k}",
+        }
+    )
     if similarity is None:
         out.append({"stage": "threshold", "passed": True, "value": None, "note": "skipped (no embeddings)"})
     elif cosine_cut_skipped(result.refusal, s):
-        out.append({"stage": "threshold", "passed": True, "value": round(similarity, 4),
-                    "note": f"cosine {similarity:.3f}: MIN_SIMILARITY not applied (the turn is in another language "
-                            "than most cards)"})
+        out.append(
+            {
+                "stage": "threshold",
+                "passed": True,
+                "value": round(similarity, 4),
+                "note": f"cosine {similarity:.3f}: MIN_SIMILARITY not applied (the turn is in another language "
+                "than most cards)",
+            }
+        )
     else:
         ok = similarity >= s.min_similarity
-        out.append({"stage": "threshold", "passed": ok, "value": round(similarity, 4),
-                    "note": f"cosine {similarity:.3f} {'>=' if ok else '<'} MIN_SIMILARITY {s.min_similarity:g}"})
+        out.append(
+            {
+                "stage": "threshold",
+                "passed": ok,
+                "value": round(similarity, 4),
+                "note": f"cosine {similarity:.3f} {'>=' if ok else '<'} MIN_SIMILARITY {s.min_similarity:g}",
+            }
+        )
     refused = result.refusal is not None and result.refusal.refused
-    out.append({"stage": "refusal", "passed": not refused, "value": result.refusal.reason if result.refusal else "",
-                "note": (f"the turn was refused: {result.refusal.reason}" if refused else
-                         "the turn was answered" if result.refusal else f"REFUSAL_RULE={s.refusal_rule}")})
-    out.append({"stage": "final", "passed": kept, "value": position if kept else None,
-                "note": "among the final cards" if kept else "not among the final cards"})
+    out.append(
+        {
+            "stage": "refusal",
+            "passed": not refused,
+            "value": result.refusal.reason if result.refusal else "",
+            "note": (
+                f"the turn was refused: {result.refusal.reason}"
+                if refused
+                else "the turn was answered"
+                if result.refusal
+                else f"REFUSAL_RULE={s.refusal_rule}"
+            ),
+        }
+    )
+    out.append(
+        {
+            "stage": "final",
+            "passed": kept,
+            "value": position if kept else None,
+            "note": "among the final cards" if kept else "not among the final cards",
+        }
+    )
     return out
 
 
@@ -307,8 +411,9 @@ def _lost_at(result: RetrievalResult, card_id: str, s: Settings, stages: list[di
     if not by["dedup"]["passed"]:
         return "depth"
     if not by["top_k"]["passed"]:
-        fused_pos = next((p for p, h in enumerate(best_per_parent(result.fused), start=1)
-                          if h.parent_id == card_id), None)
+        fused_pos = next(
+            (p for p, h in enumerate(best_per_parent(result.fused), start=1) if h.parent_id == card_id), None
+        )
         return "rerank" if result.reranked and fused_pos is not None and fused_pos <= s.top_k else "fusion"
     if not by["threshold"]["passed"]:
         return "threshold"
@@ -328,8 +433,9 @@ def _ladder(attr: str, s: Settings) -> list[Any]:
     return sorted(values)
 
 
-def _try(retriever: HybridRetriever, query: str, card_id: str, s: Settings, attr: str, value: Any,
-         tried: list[int]) -> tuple[bool, int | None, Settings | None]:
+def _try(
+    retriever: HybridRetriever, query: str, card_id: str, s: Settings, attr: str, value: Any, tried: list[int]
+) -> tuple[bool, int | None, Settings | None]:
     """Run the pipeline with one control changed: (the card is a final card, its candidate position, the settings)."""
     try:
         changed = s.replace(**{attr: value})
@@ -340,8 +446,16 @@ def _try(retriever: HybridRetriever, query: str, card_id: str, s: Settings, attr
     return card_id in {h.parent_id for h in result.final}, card_position(result, card_id), changed
 
 
-def _refine(retriever: HybridRetriever, query: str, card_id: str, s: Settings, attr: str, failed: Any,
-            works: Any, tried: list[int]) -> Any:
+def _refine(
+    retriever: HybridRetriever,
+    query: str,
+    card_id: str,
+    s: Settings,
+    attr: str,
+    failed: Any,
+    works: Any,
+    tried: list[int],
+) -> Any:
     """The value nearest the one that failed, between it and the ladder value that works (0.01 for the
     threshold, whole numbers for integer controls; at most 50 tries)."""
     if isinstance(works, str) or isinstance(works, bool):
@@ -360,8 +474,9 @@ def _refine(retriever: HybridRetriever, query: str, card_id: str, s: Settings, a
     return works
 
 
-def suggest(retriever: HybridRetriever, query: str, card_id: str, s: Settings,
-            budget_s: float | None = None) -> tuple[dict | None, dict | None, int, bool]:
+def suggest(
+    retriever: HybridRetriever, query: str, card_id: str, s: Settings, budget_s: float | None = None
+) -> tuple[dict | None, dict | None, int, bool]:
     """The smallest single change of one control that puts the card among the final cards, the closest try when
     none does, how many pipeline runs the search took, and whether it stopped at ``budget_s`` seconds before
     trying every value (then "none" only means none among those tried). See the module docstring for "smallest"."""
@@ -396,13 +511,19 @@ def suggest(retriever: HybridRetriever, query: str, card_id: str, s: Settings,
 
 
 def _change(attr: str, value: Any, s: Settings, steps: int) -> dict[str, Any]:
-    return {"setting": env_name(attr), "attribute": attr, "value": value, "current": getattr(s, attr),
-            "steps": steps}
+    return {"setting": env_name(attr), "attribute": attr, "value": value, "current": getattr(s, attr), "steps": steps}
 
 
 # ------------------------------------------------------------------------------------------------ explain
-def explain(retriever: HybridRetriever, turn: str, card: str, settings: Settings | None = None, *,
-            search: bool = True, budget_s: float | None = None) -> WhyNot:
+def explain(
+    retriever: HybridRetriever,
+    turn: str,
+    card: str,
+    settings: Settings | None = None,
+    *,
+    search: bool = True,
+    budget_s: float | None = None,
+) -> WhyNot:
     """Where ``card`` (an id or words of its title) stands at every stage of ``turn`` at ``settings``.
 
     ``search`` also looks for the smallest single change that brings it in (several pipeline runs, each from the
@@ -433,18 +554,48 @@ def explain(retriever: HybridRetriever, turn: str, card: str, settings: Settings
     suggestion, closest, tried, stopped = (None, None, 0, False)
     if lost is not None and search:
         suggestion, closest, tried, stopped = suggest(retriever, query, card_id, s, budget_s)
-    why = WhyNot(turn=query, card_id=card_id, title=cards_of(retriever)[card_id], settings=_summary(s),
-                 level=result.hybrid_path, final=tuple(h.parent_id for h in result.final), bm25=bm25, dense=dense,
-                 fused=fused, cross_encoder=ce, stages=tuple(stages), lost_at=lost, verdict="",
-                 suggestion=suggestion, closest=closest, tried=tried, search_stopped=budget_s if stopped else None,
-                 notes=("ranks are card ranks, 1-based, over the whole corpus (best sub-chunk per card); the "
-                        "branch depth counts sub-chunks",))
+    why = WhyNot(
+        turn=query,
+        card_id=card_id,
+        title=cards_of(retriever)[card_id],
+        settings=_summary(s),
+        level=result.hybrid_path,
+        final=tuple(h.parent_id for h in result.final),
+        bm25=bm25,
+        dense=dense,
+        fused=fused,
+        cross_encoder=ce,
+        stages=tuple(stages),
+        lost_at=lost,
+        verdict="",
+        suggestion=suggestion,
+        closest=closest,
+        tried=tried,
+        search_stopped=budget_s if stopped else None,
+        notes=(
+            "ranks are card ranks, 1-based, over the whole corpus (best sub-chunk per card); the "
+            "branch depth counts sub-chunks",
+        ),
+    )
     return _with_verdict(why, s)
 
 
 def _summary(s: Settings) -> dict[str, Any]:
-    keep = ("top_k", "candidate_multiplier", "rrf_k", "bm25_weight", "dense_weight", "fusion", "query_weighting",
-            "reranker_max_input", "rerank_mode", "rerank_weight", "min_similarity", "bm25_tokenizer", "refusal_rule")
+    keep = (
+        "top_k",
+        "candidate_multiplier",
+        "rrf_k",
+        "bm25_weight",
+        "dense_weight",
+        "fusion",
+        "query_weighting",
+        "reranker_max_input",
+        "rerank_mode",
+        "rerank_weight",
+        "min_similarity",
+        "bm25_tokenizer",
+        "refusal_rule",
+    )
     return {**{k: getattr(s, k) for k in keep}, "candidate_depth": s.candidate_depth}
 
 
@@ -465,21 +616,26 @@ def _with_verdict(why: WhyNot, s: Settings) -> WhyNot:
         text = f"{why.card_id} is final card {by['final']['value']}: nothing lost it."
     elif lost == "depth":
         ranks = " and ".join(_rank_words(i, n) for i, n in ((why.bm25, "BM25"), (why.dense, "dense")))
-        text = (f"{ranks}, both beyond the branch depth of {depth} sub-chunks (top_k {s.top_k} x multiplier "
-                f"{s.candidate_multiplier}): it never reached fusion.")
+        text = (
+            f"{ranks}, both beyond the branch depth of {depth} sub-chunks (top_k {s.top_k} x multiplier "
+            f"{s.candidate_multiplier}): it never reached fusion."
+        )
         if why.fused["rank"] is not None:
-            text += (f" Had the depth reached it ({why.fused['as_if_depth']}), fusion would rank it "
-                     f"{why.fused['rank']}.")
+            text += f" Had the depth reached it ({why.fused['as_if_depth']}), fusion would rank it {why.fused['rank']}."
     elif lost == "fusion":
         ranks = " and ".join(_rank_words(i, n) for i, n in ((why.bm25, "BM25"), (why.dense, "dense")))
-        text = (f"{ranks}; fusion ranks it {why.fused['rank']} among the cards (RRF k={s.rrf_k}, {s.fusion}); it is at "
-                f"card position {by['top_k']['value']} after "
-                f"{'reranking' if why.cross_encoder['ran'] else 'fusion'}, beyond top_k={s.top_k}.")
+        text = (
+            f"{ranks}; fusion ranks it {why.fused['rank']} among the cards (RRF k={s.rrf_k}, {s.fusion}); it is at "
+            f"card position {by['top_k']['value']} after "
+            f"{'reranking' if why.cross_encoder['ran'] else 'fusion'}, beyond top_k={s.top_k}."
+        )
         if why.cross_encoder["ran"] and not why.cross_encoder["in_head"]:
             text += f" It was not in the reranker's head of {s.reranker_max_input}."
     elif lost == "rerank":
-        text = (f"fusion ranks it {why.fused['rank']} (within top_k={s.top_k}), but the cross-encoder's "
-                f"{why.cross_encoder['score']} pushes it to card position {by['top_k']['value']}, beyond top_k.")
+        text = (
+            f"fusion ranks it {why.fused['rank']} (within top_k={s.top_k}), but the cross-encoder's "
+            f"{why.cross_encoder['score']} pushes it to card position {by['top_k']['value']}, beyond top_k."
+        )
     elif lost == "threshold":
         text = f"it reaches the final cut at card position {by['top_k']['value']}, but its {by['threshold']['note']}."
     else:
@@ -490,11 +646,17 @@ def _with_verdict(why: WhyNot, s: Settings) -> WhyNot:
             text += f" Smallest single change: {sug['setting']}={sug['value']} (now {sug['current']}) brings it in."
         elif why.search_stopped is not None:
             text += f" The search for a single change stopped at its {why.search_stopped:g} s budget after {why.tried} "
-            text += (f"tries; the closest so far is {close['setting']}={close['value']} (now {close['current']}), "
-                     f"card position {close['card_position']}." if close else "tries, none closer yet.")
+            text += (
+                f"tries; the closest so far is {close['setting']}={close['value']} (now {close['current']}), "
+                f"card position {close['card_position']}."
+                if close
+                else "tries, none closer yet."
+            )
         elif close:
-            text += (f" No single change does; the closest is {close['setting']}={close['value']} (now "
-                     f"{close['current']}), card position {close['card_position']} with top_k={s.top_k}.")
+            text += (
+                f" No single change does; the closest is {close['setting']}={close['value']} (now "
+                f"{close['current']}), card position {close['card_position']} with top_k={s.top_k}."
+            )
         elif why.tried:
             text += " No single change of the controls tried brings it among the candidates."
     return replace(why, verdict=f"{why.card_id}: {text}")
@@ -503,21 +665,35 @@ def _with_verdict(why: WhyNot, s: Settings) -> WhyNot:
 def format_why(why: WhyNot) -> str:
     """A readable text account of a ``WhyNot`` (the CLI's output without ``--json``)."""
     b, d, f, ce = why.bm25, why.dense, why.fused, why.cross_encoder
-    terms = ", ".join(f"{t['term']}{'+' if t['in_card'] else '-'}(idf {t['idf'] if t['idf'] is not None else 'n/a'})"
-                      for t in b["terms"]) or "(none)"
-    lines = [f"turn:  {why.turn}", f"card:  {why.card_id}  ({why.title})", f"level: {why.level}; final cards: "
-             f"{', '.join(why.final) or '(none)'}", "",
-             f"bm25    rank {b['rank']}  score {b['score']}  sub-chunk rank {b['chunk_rank']}  "
-             f"({b['tokenizer']}; in the branch list: {'yes' if b['in_list'] else 'no'})",
-             f"        turn terms (+ in the card, - lacking): {terms}",
-             f"dense   rank {d['rank']}  cosine {d['cosine']}  sub-chunk rank {d['chunk_rank']}  "
-             f"(exact over every vector; in the branch list: {'yes' if d['in_list'] else 'no'})",
-             f"fused   rank {f['rank']}  score {f['score']}"
-             + ("" if f["reached"] else f"  (as if each branch went {f['as_if_depth']} sub-chunks deep)"),
-             f"cross-encoder  {ce['score']}  on {ce['chunk_id']}"
-             + (f"  {'places' if ce['in_head'] else 'would place'} it #{ce['would_place']} of the "
-                f"{ce['head'] + (not ce['in_head'])} scored" if ce["would_place"] else "")
-             + (f"  ({ce['reason']})" if ce["reason"] else ""), ""]
+    terms = (
+        ", ".join(
+            f"{t['term']}{'+' if t['in_card'] else '-'}(idf {t['idf'] if t['idf'] is not None else 'n/a'})"
+            for t in b["terms"]
+        )
+        or "(none)"
+    )
+    lines = [
+        f"turn:  {why.turn}",
+        f"card:  {why.card_id}  ({why.title})",
+        f"level: {why.level}; final cards: {', '.join(why.final) or '(none)'}",
+        "",
+        f"bm25    rank {b['rank']}  score {b['score']}  sub-chunk rank {b['chunk_rank']}  "
+        f"({b['tokenizer']}; in the branch list: {'yes' if b['in_list'] else 'no'})",
+        f"        turn terms (+ in the card, - lacking): {terms}",
+        f"dense   rank {d['rank']}  cosine {d['cosine']}  sub-chunk rank {d['chunk_rank']}  "
+        f"(exact over every vector; in the branch list: {'yes' if d['in_list'] else 'no'})",
+        f"fused   rank {f['rank']}  score {f['score']}"
+        + ("" if f["reached"] else f"  (as if each branch went {f['as_if_depth']} sub-chunks deep)"),
+        f"cross-encoder  {ce['score']}  on {ce['chunk_id']}"
+        + (
+            f"  {'places' if ce['in_head'] else 'would place'} it #{ce['would_place']} of the "
+            f"{ce['head'] + (not ce['in_head'])} scored"
+            if ce["would_place"]
+            else ""
+        )
+        + (f"  ({ce['reason']})" if ce["reason"] else ""),
+        "",
+    ]
     for st in why.stages:
         lines.append(f"{st['stage']:<10} {'pass' if st['passed'] else 'FAIL'}  {st['note']}")
     lines += ["", f"lost at: {why.lost_at or '(nowhere: it is a final card)'}", why.verdict]

@@ -59,8 +59,15 @@ def replicate(chunks: list, target: int) -> list:
             if len(out) == target:
                 break
             parent = f"{c.parent_id}~r{n}"
-            out.append(Chunk(chunk_id=f"{parent}#{c.chunk_id.rsplit('#', 1)[-1]}", parent_id=parent,
-                             title=c.title, lang=c.lang, text=c.text))
+            out.append(
+                Chunk(
+                    chunk_id=f"{parent}#{c.chunk_id.rsplit('#', 1)[-1]}",
+                    parent_id=parent,
+                    title=c.title,
+                    lang=c.lang,
+                    text=c.text,
+                )
+            )
         n += 1
     return out
 
@@ -90,14 +97,27 @@ def measure(n: int, tokenizer: str, runs: int, depth: int) -> dict:
             samples.append((time.perf_counter() - t) * 1000)
             cpu.append((time.process_time() - c) * 1000)
             hits += len(found)
-    return {"chunks": n, "tokenizer": tokenizer, "build_s": round(build_s, 2), "build_cpu_s": round(build_cpu_s, 2),
-            "load_avg_1m": round(load, 2),
-            "search_ms": {"p50": round(_percentile(samples, 50), 2), "p95": round(_percentile(samples, 95), 2),
-                          "max": round(max(samples), 2), "n": len(samples)},
-            "search_cpu_ms": {"p50": round(_percentile(cpu, 50), 2), "p95": round(_percentile(cpu, 95), 2)},
-            "mean_hits": round(hits / len(samples), 1), "terms": len(index._vocab), "postings": int(index._data.size),
-            "matrix_mb": round(matrix_mb, 1), "rss_before_build_mb": rss_before,
-            "rss_after_build_mb": rss_after_build, "peak_rss_mb": _proc_status_mb("VmHWM")}
+    return {
+        "chunks": n,
+        "tokenizer": tokenizer,
+        "build_s": round(build_s, 2),
+        "build_cpu_s": round(build_cpu_s, 2),
+        "load_avg_1m": round(load, 2),
+        "search_ms": {
+            "p50": round(_percentile(samples, 50), 2),
+            "p95": round(_percentile(samples, 95), 2),
+            "max": round(max(samples), 2),
+            "n": len(samples),
+        },
+        "search_cpu_ms": {"p50": round(_percentile(cpu, 50), 2), "p95": round(_percentile(cpu, 95), 2)},
+        "mean_hits": round(hits / len(samples), 1),
+        "terms": len(index._vocab),
+        "postings": int(index._data.size),
+        "matrix_mb": round(matrix_mb, 1),
+        "rss_before_build_mb": rss_before,
+        "rss_after_build_mb": rss_after_build,
+        "peak_rss_mb": _proc_status_mb("VmHWM"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,29 +145,55 @@ def main(argv: list[str] | None = None) -> int:
     for n in scales:
         for tok in tokenizers:
             print(f"measuring {n:,} sub-chunks, {tok} ...", file=sys.stderr, flush=True)
-            out = subprocess.run([sys.executable, __file__, "--child", str(n), tok, "--runs", str(args.runs),
-                                  "--depth", str(args.depth)], capture_output=True, text=True, check=False)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    str(n),
+                    tok,
+                    "--runs",
+                    str(args.runs),
+                    "--depth",
+                    str(args.depth),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if out.returncode:
                 print(out.stderr, file=sys.stderr)
                 return out.returncode
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    meta = {"date": time.strftime("%Y-%m-%d"), "nproc": os.cpu_count(), "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "runs": args.runs, "depth": args.depth,
-            "command": "python scripts/bm25_scale.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    meta = {
+        "date": time.strftime("%Y-%m-%d"),
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "runs": args.runs,
+        "depth": args.depth,
+        "command": "python scripts/bm25_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=2))
         return 0
-    print(f"# BM25 at scale ({meta['date']}, {meta['nproc']} CPUs, Python {meta['python']}, depth {args.depth}, "
-          f"{args.runs} passes over the shipped turns)")
-    print("| sub-chunks | analyzer | build wall / CPU (s) | search p50 / p95 (ms) | search CPU p50 / p95 (ms) "
-          "| postings | matrix (MB) | RSS before build / peak (MB) | load avg |")
+    print(
+        f"# BM25 at scale ({meta['date']}, {meta['nproc']} CPUs, Python {meta['python']}, depth {args.depth}, "
+        f"{args.runs} passes over the shipped turns)"
+    )
+    print(
+        "| sub-chunks | analyzer | build wall / CPU (s) | search p50 / p95 (ms) | search CPU p50 / p95 (ms) "
+        "| postings | matrix (MB) | RSS before build / peak (MB) | load avg |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['chunks']:,} | {r['tokenizer']} | {r['build_s']:.1f} / {r['build_cpu_s']:.1f} | "
-              f"{r['search_ms']['p50']:.1f} / {r['search_ms']['p95']:.1f} | "
-              f"{r['search_cpu_ms']['p50']:.1f} / {r['search_cpu_ms']['p95']:.1f} | "
-              f"{r['postings']:,} | {r['matrix_mb']:.0f} | "
-              f"{r['rss_before_build_mb']:,.0f} / {r['peak_rss_mb']:,.0f} | {r['load_avg_1m']:g} |")
+        print(
+            f"| {r['chunks']:,} | {r['tokenizer']} | {r['build_s']:.1f} / {r['build_cpu_s']:.1f} | "
+            f"{r['search_ms']['p50']:.1f} / {r['search_ms']['p95']:.1f} | "
+            f"{r['search_cpu_ms']['p50']:.1f} / {r['search_cpu_ms']['p95']:.1f} | "
+            f"{r['postings']:,} | {r['matrix_mb']:.0f} | "
+            f"{r['rss_before_build_mb']:,.0f} / {r['peak_rss_mb']:,.0f} | {r['load_avg_1m']:g} |"
+        )
     return 0
 
 

@@ -110,8 +110,9 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float, log_path: Path
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"the app exited with {proc.returncode} before serving:\n"
-                               f"{log_path.read_text(errors='replace')[-3000:]}")
+            raise RuntimeError(
+                f"the app exited with {proc.returncode} before serving:\n{log_path.read_text(errors='replace')[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
@@ -119,8 +120,10 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float, log_path: Path
         except OSError:
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the app did not answer on {url} within {timeout:.0f} s:\n"
-                               f"{log_path.read_text(errors='replace')[-3000:]}")
+            raise RuntimeError(
+                f"the app did not answer on {url} within {timeout:.0f} s:\n"
+                f"{log_path.read_text(errors='replace')[-3000:]}"
+            )
         time.sleep(0.5)
 
 
@@ -147,8 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/"
     env = {k: v for k, v in os.environ.items() if k not in STRIPPED}
-    env.update(GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), CHROMA_PATH=str(work / "chroma"),
-               TOKENIZERS_PARALLELISM="false")
+    env.update(
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        CHROMA_PATH=str(work / "chroma"),
+        TOKENIZERS_PARALLELISM="false",
+    )
     command = [*_strace_command(strace, trace_log), sys.executable, "app.py"]
     print(f"check_no_network: {' '.join(command[:-2])} python app.py on {url} (CHROMA_PATH={work / 'chroma'})")
     with app_log.open("w") as out:
@@ -176,11 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     calls = network_calls(trace_log.read_text(errors="replace"))
     outside = [c for c in calls if c.outside]
     loopback = [c for c in calls if not c.outside and c.family in ("AF_INET", "AF_INET6")]
-    print(f"check_no_network: {len(calls)} addressed calls traced over {time.monotonic() - started:.0f} s: "
-          f"{len(loopback)} loopback, {len(outside)} outside (log: {trace_log})")
+    print(
+        f"check_no_network: {len(calls)} addressed calls traced over {time.monotonic() - started:.0f} s: "
+        f"{len(loopback)} loopback, {len(outside)} outside (log: {trace_log})"
+    )
     if not loopback:
-        print("check_no_network: FAILED: strace saw no loopback call at all, so it did not watch the app.",
-              file=sys.stderr)
+        print(
+            "check_no_network: FAILED: strace saw no loopback call at all, so it did not watch the app.",
+            file=sys.stderr,
+        )
         return 1
     if outside:
         print("check_no_network: FAILED: the app made DNS queries or non-loopback connections:", file=sys.stderr)

@@ -34,8 +34,14 @@ def one_start(root: Path, store: str) -> float:
     env = dict(os.environ, PYTHONPATH=str(root), CHROMA_PATH=store, CORPUS_PATH=str(ROOT / "corpus" / "cards.jsonl"))
     env.pop("CHROMA_HOST", None)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, TURN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=root)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, TURN],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,
+    )
     line = proc.stdout.readline() if proc.stdout else ""
     wall = time.perf_counter() - start
     _, err = proc.communicate(timeout=600)
@@ -53,8 +59,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="cold-ab-") as tmp:
         before = Path(tmp) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(before), args.before],
-                       check=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(before), args.before], check=True
+        )
         try:
             store = str(Path(tmp) / "store")
             _compile_project()
@@ -69,9 +76,18 @@ def main() -> None:
             load.append(os.getloadavg()[0])
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
-    print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.processor()
-                      or platform.machine(), "cpus": os.cpu_count(), "load_avg_1m": load, "before": args.before,
-                      **{name: {"median_s": round(statistics.median(v), 3), "wall_s": v} for name, v in walls.items()}}))
+    print(
+        json.dumps(
+            {
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "machine": platform.processor() or platform.machine(),
+                "cpus": os.cpu_count(),
+                "load_avg_1m": load,
+                "before": args.before,
+                **{name: {"median_s": round(statistics.median(v), 3), "wall_s": v} for name, v in walls.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

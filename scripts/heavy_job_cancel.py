@@ -36,8 +36,13 @@ def main() -> int:
     from retrieval.pipeline import get_retriever
     from retrieval.settings import Settings
 
-    settings = Settings.from_env({}, chroma_path=tempfile.mkdtemp(prefix="heavy-job-"), bm25_timeout_ms=60_000,
-                                 dense_timeout_ms=60_000, rerank_timeout_ms=60_000)
+    settings = Settings.from_env(
+        {},
+        chroma_path=tempfile.mkdtemp(prefix="heavy-job-"),
+        bm25_timeout_ms=60_000,
+        dense_timeout_ms=60_000,
+        rerank_timeout_ms=60_000,
+    )
     handlers.use_base_settings(settings)
     get_retriever(settings, progress=lambda done, total: None)  # the index is built before the clock starts
     ticks: list[float] = []
@@ -45,8 +50,18 @@ def main() -> int:
 
     def session() -> None:
         LocalContext.request.set(gr.Request(session_hash="abandoned"))
-        out.append(compare_eval.show_ab("tuned defaults", "", "ADR recipe", "", "most broken first", None, 0,
-                                        lambda value, desc=None: ticks.append(time.monotonic())))
+        out.append(
+            compare_eval.show_ab(
+                "tuned defaults",
+                "",
+                "ADR recipe",
+                "",
+                "most broken first",
+                None,
+                0,
+                lambda value, desc=None: ticks.append(time.monotonic()),
+            )
+        )
 
     load = os.getloadavg()[0]
     thread = threading.Thread(target=session, daemon=True)
@@ -56,14 +71,22 @@ def main() -> int:
     gone = time.monotonic()
     jobs.end_session(gr.Request(session_hash="abandoned"))
     thread.join()
-    result = {"stopped_after_s": round(time.monotonic() - gone, 2), "turns_run": len(ticks), "turns_in_all": 142,
-              "s_per_turn": round((ticks[-1] - ticks[0]) / max(len(ticks) - 1, 1), 2),
-              "cancelled": "Cancelled" in out[0][0],
-              "load_1min": round(load, 1), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                        time.gmtime())}
-    print(json.dumps(result) if args.json else
-          f"stopped {result['stopped_after_s']} s after the page went away; {result['turns_run']} of 142 turns run "
-          f"at {result['s_per_turn']} s a turn (load {result['load_1min']}, {result['cpus']} CPUs, {result['date']})")
+    result = {
+        "stopped_after_s": round(time.monotonic() - gone, 2),
+        "turns_run": len(ticks),
+        "turns_in_all": 142,
+        "s_per_turn": round((ticks[-1] - ticks[0]) / max(len(ticks) - 1, 1), 2),
+        "cancelled": "Cancelled" in out[0][0],
+        "load_1min": round(load, 1),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    print(
+        json.dumps(result)
+        if args.json
+        else f"stopped {result['stopped_after_s']} s after the page went away; {result['turns_run']} of 142 turns run "
+        f"at {result['s_per_turn']} s a turn (load {result['load_1min']}, {result['cpus']} CPUs, {result['date']})"
+    )
     return 0 if result["cancelled"] else 1
 
 

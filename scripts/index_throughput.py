@@ -37,8 +37,11 @@ def main() -> int:
     from retrieval.encoders import load_embedder
 
     source = Path(args.beir)
-    cards = load_any(source).cards if (source / "corpus.jsonl").exists() else load_cards(PROJECT_ROOT / "corpus" /
-                                                                                        "cards.jsonl")
+    cards = (
+        load_any(source).cards
+        if (source / "corpus.jsonl").exists()
+        else load_cards(PROJECT_ROOT / "corpus" / "cards.jsonl")
+    )
     texts = [c.indexed_text for c in split_cards(cards)[: args.texts]]
     emb = load_embedder("bge-small-en-v1.5")
     emb.embed_document("warm up")
@@ -48,7 +51,7 @@ def main() -> int:
     va, vb = [], []
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
-        chunk = texts[r * per_round:(r + 1) * per_round]
+        chunk = texts[r * per_round : (r + 1) * per_round]
         for scheme in ("A", "B") if r % 2 == 0 else ("B", "A"):
             t = time.perf_counter()
             if scheme == "A":
@@ -59,14 +62,22 @@ def main() -> int:
         load.append(os.getloadavg()[0])
     n = per_round * args.rounds
     a, b = np.concatenate(va), np.concatenate(vb)
-    print(json.dumps({
-        "texts": n, "mean_words": round(float(np.mean([len(x.split()) for x in texts[:n]])), 1),
-        "A_2_intra_threads_one_text_per_call_per_s": round(n / spent["A"], 1),
-        "B_2_workers_x_1_thread_per_s": round(n / spent["B"], 1),
-        "identical_vectors": bool(np.array_equal(a, b)), "max_abs_diff": float(np.abs(a - b).max()),
-        "load_avg_1m": [round(x, 2) for x in load], "cpus": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "texts": n,
+                "mean_words": round(float(np.mean([len(x.split()) for x in texts[:n]])), 1),
+                "A_2_intra_threads_one_text_per_call_per_s": round(n / spent["A"], 1),
+                "B_2_workers_x_1_thread_per_s": round(n / spent["B"], 1),
+                "identical_vectors": bool(np.array_equal(a, b)),
+                "max_abs_diff": float(np.abs(a - b).max()),
+                "load_avg_1m": [round(x, 2) for x in load],
+                "cpus": os.cpu_count(),
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

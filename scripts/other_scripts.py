@@ -23,34 +23,67 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-for key, value in (("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
-                   ("REFUSAL_CALIBRATE_ON_INDEX", "false")):
+for key, value in (
+    ("HF_HUB_OFFLINE", "1"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+    ("REFUSAL_CALIBRATE_ON_INDEX", "false"),
+):
     os.environ.setdefault(key, value)
 
 IN_DOMAIN = {
-    "ru": ["Как хранить инсулин?", "Что делать, если я пропустил дозу метформина?",
-           "Можно ли брать инсулин в самолёт?", "Какие симптомы гипогликемии?"],
-    "ar": ["كيف أحفظ الأنسولين؟", "ماذا أفعل إذا نسيت جرعة الميتفورمين؟", "هل يمكنني أخذ الأنسولين في الطائرة؟",
-           "ما هي أعراض انخفاض السكر في الدم؟"],
-    "el": ["Πώς αποθηκεύω την ινσουλίνη;", "Τι κάνω αν ξέχασα μια δόση μετφορμίνης;",
-           "Μπορώ να πάρω ινσουλίνη στο αεροπλάνο;", "Ποια είναι τα συμπτώματα της υπογλυκαιμίας;"],
-    "hi": ["मैं इंसुलिन कैसे रखूँ?", "मैं अपनी मेटफॉर्मिन की खुराक भूल गया, क्या करूँ?",
-           "क्या मैं हवाई जहाज़ में इंसुलिन ले जा सकता हूँ?", "हाइपोग्लाइसीमिया के लक्षण क्या हैं?"],
+    "ru": [
+        "Как хранить инсулин?",
+        "Что делать, если я пропустил дозу метформина?",
+        "Можно ли брать инсулин в самолёт?",
+        "Какие симптомы гипогликемии?",
+    ],
+    "ar": [
+        "كيف أحفظ الأنسولين؟",
+        "ماذا أفعل إذا نسيت جرعة الميتفورمين؟",
+        "هل يمكنني أخذ الأنسولين في الطائرة؟",
+        "ما هي أعراض انخفاض السكر في الدم؟",
+    ],
+    "el": [
+        "Πώς αποθηκεύω την ινσουλίνη;",
+        "Τι κάνω αν ξέχασα μια δόση μετφορμίνης;",
+        "Μπορώ να πάρω ινσουλίνη στο αεροπλάνο;",
+        "Ποια είναι τα συμπτώματα της υπογλυκαιμίας;",
+    ],
+    "hi": [
+        "मैं इंसुलिन कैसे रखूँ?",
+        "मैं अपनी मेटफॉर्मिन की खुराक भूल गया, क्या करूँ?",
+        "क्या मैं हवाई जहाज़ में इंसुलिन ले जा सकता हूँ?",
+        "हाइपोग्लाइसीमिया के लक्षण क्या हैं?",
+    ],
 }
 OFF_TOPIC = {
-    "ru": ["Какая погода в Москве?", "Какая столица Франции?", "Как приготовить борщ?",
-           "Кто выиграл чемпионат мира по футболу?"],
+    "ru": [
+        "Какая погода в Москве?",
+        "Какая столица Франции?",
+        "Как приготовить борщ?",
+        "Кто выиграл чемпионат мира по футболу?",
+    ],
     "ar": ["كيف الطقس في القاهرة؟", "ما هي عاصمة فرنسا؟", "كيف أطبخ الكبسة؟", "من فاز بكأس العالم لكرة القدم؟"],
-    "el": ["Τι καιρό κάνει στην Αθήνα;", "Ποια είναι η πρωτεύουσα της Γαλλίας;", "Πώς φτιάχνω μουσακά;",
-           "Ποιος κέρδισε το Μουντιάλ;"],
-    "hi": ["दिल्ली में मौसम कैसा है?", "फ्रांस की राजधानी क्या है?", "पनीर बटर मसाला कैसे बनाएं?",
-           "फुटबॉल विश्व कप किसने जीता?"],
+    "el": [
+        "Τι καιρό κάνει στην Αθήνα;",
+        "Ποια είναι η πρωτεύουσα της Γαλλίας;",
+        "Πώς φτιάχνω μουσακά;",
+        "Ποιος κέρδισε το Μουντιάλ;",
+    ],
+    "hi": ["दिल्ली में मौसम कैसा है?", "फ्रांस की राजधानी क्या है?", "पनीर बटर मसाला कैसे बनाएं?", "फुटबॉल विश्व कप किसने जीता?"],
 }
 RUSSIAN_CARDS = ROOT / "tests" / "data" / "russian_cards.jsonl"
-RUSSIAN_IN = {"ru": ["Как хранить инсулин?", "Что делать, если я пропустил дозу метформина?",
-                     "Можно ли пить грейпфрутовый сок со статинами?", "Куда выбросить иглы?",
-                     "Можно ли брать инсулин в самолёт?", "Какие признаки низкого сахара?"],
-              "en": ["How should I store insulin?", "I missed my metformin dose, what now?"]}
+RUSSIAN_IN = {
+    "ru": [
+        "Как хранить инсулин?",
+        "Что делать, если я пропустил дозу метформина?",
+        "Можно ли пить грейпфрутовый сок со статинами?",
+        "Куда выбросить иглы?",
+        "Можно ли брать инсулин в самолёт?",
+        "Какие признаки низкого сахара?",
+    ],
+    "en": ["How should I store insulin?", "I missed my metformin dose, what now?"],
+}
 RUSSIAN_OFF = {"ru": OFF_TOPIC["ru"], "en": ["What is the capital of France?"]}
 
 
@@ -92,12 +125,17 @@ def main() -> None:
                 d = out.refusal
                 ranked = out.final or out.cut or out.reranked
                 answered += not d.refused
-                print(f"{kind:15} {lang} {language(turn) or '-':5} {'refused ' if d.refused else 'answered'} "
-                      f"ce={_value(d, 'cross-encoder'):>7} e5={_value(d, 'multilingual cosine'):>5} "
-                      f"top={ranked[0].parent_id if ranked else '-'} | {turn} | {d.reason}", flush=True)
+                print(
+                    f"{kind:15} {lang} {language(turn) or '-':5} {'refused ' if d.refused else 'answered'} "
+                    f"ce={_value(d, 'cross-encoder'):>7} e5={_value(d, 'multilingual cosine'):>5} "
+                    f"top={ranked[0].parent_id if ranked else '-'} | {turn} | {d.reason}",
+                    flush=True,
+                )
             counts.append((kind, lang, answered, len(turns)))
-    print(f"\n# {'six Russian cards' if args.russian_cards else 'shipped cards'}; "
-          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, load {load:.2f} (1 min), {os.cpu_count()} cores")
+    print(
+        f"\n# {'six Russian cards' if args.russian_cards else 'shipped cards'}; "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, load {load:.2f} (1 min), {os.cpu_count()} cores"
+    )
     print("| turns | language | answered |\n|---|---|---:|")
     for kind, lang, answered, n in counts:
         print(f"| {kind} | {lang} | {answered}/{n} |")

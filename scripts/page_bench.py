@@ -28,9 +28,15 @@ sys.path.insert(0, str(ROOT))
 from tests.app_server import SHIPPED, AppServer  # noqa: E402  (the tests' launcher: the same real app)
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 # Installed before each Run: records when the new turn's fused rows and its reranked rows first appear.
 WATCH_JS = """(text) => {
@@ -65,17 +71,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=30, help="labeled turns to run (each once), after one warm-up")
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")
-    parser.add_argument("--pause", type=float, default=2.0,
-                        help="seconds between a turn's reranked list and the next Run (a person reads, then types; "
-                             "meanwhile the page draws the charts and the app scores ahead); 0 = at once")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=2.0,
+        help="seconds between a turn's reranked list and the next Run (a person reads, then types; "
+        "meanwhile the page draws the charts and the app scores ahead); 0 = at once",
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    turns = [json.loads(line)["text"] for line in (ROOT / "corpus" / "queries.jsonl").read_text().splitlines()
-             if line.strip()][: args.turns + 1]
+    turns = [
+        json.loads(line)["text"]
+        for line in (ROOT / "corpus" / "queries.jsonl").read_text().splitlines()
+        if line.strip()
+    ][: args.turns + 1]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, AppServer(Path(tmp), SHIPPED).running() as app, \
-            sync_playwright() as p:
+    with tempfile.TemporaryDirectory() as tmp, AppServer(Path(tmp), SHIPPED).running() as app, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.set_default_timeout(120_000)
@@ -93,20 +105,30 @@ def main() -> None:
             seen = page.evaluate("() => ({...window.__seen, t0: window.__t0})")
             if i == 0:
                 continue  # the warm-up: the first turn after start-up loads the page's scripts and charts
-            rows.append({"turn": text, "fused_ms": round(seen["fused"] - seen["t0"], 1),
-                         "reranked_ms": round(seen["reranked"] - seen["t0"], 1), "streamed": seen["streamed"]})
+            rows.append(
+                {
+                    "turn": text,
+                    "fused_ms": round(seen["fused"] - seen["t0"], 1),
+                    "reranked_ms": round(seen["reranked"] - seen["t0"], 1),
+                    "streamed": seen["streamed"],
+                }
+            )
         browser.close()
     fused = [r["fused_ms"] for r in rows]
     reranked = [r["reranked_ms"] for r in rows]
     out = {
         "what": "time from Run to the fused list and to the reranked list on screen, headless Chromium 1280x720",
         "command": "python scripts/page_bench.py " + " ".join(sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d"), "cpu": platform.processor() or platform.machine(),
-        "load_average": [round(x, 2) for x in os.getloadavg()], "turns": len(rows), "pause_s": args.pause,
+        "date": time.strftime("%Y-%m-%d"),
+        "cpu": platform.processor() or platform.machine(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "turns": len(rows),
+        "pause_s": args.pause,
         "fused_ms": {"p50": statistics.median(fused), "p95": percentile(fused, 0.95)},
         "reranked_ms": {"p50": statistics.median(reranked), "p95": percentile(reranked, 0.95)},
         "fused_over_reranked_p50": round(statistics.median(fused) / statistics.median(reranked), 3),
-        "streamed_turns": sum(r["streamed"] for r in rows), "rows": rows,
+        "streamed_turns": sum(r["streamed"] for r in rows),
+        "rows": rows,
     }
     text = json.dumps(out, indent=1, ensure_ascii=False)
     print(text)

@@ -40,19 +40,32 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from retrieval import calibration, refusal  # noqa: E402
-from retrieval.parents import cosine_cut_skipped  # noqa: E402
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_beir, load_cards, load_queries, split_cards  # noqa: E402
+from retrieval.parents import cosine_cut_skipped  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
 
 LEVELS = calibration.LEVELS
 # The rule before issue 23 (its defaults at commit 890e0ac).
-BEFORE = refusal.RefusalThresholds(min_cross_encoder=-3.25, min_rescue_cosine=0.64, min_fallback_cosine=0.59,
-                                   min_dense_only_cosine=0.59, check_identifiers=True, languages=False,
-                                   max_code_families=10**9, max_ood_margin=refusal.OOD_MARGIN_OFF, source="before")
+BEFORE = refusal.RefusalThresholds(
+    min_cross_encoder=-3.25,
+    min_rescue_cosine=0.64,
+    min_fallback_cosine=0.59,
+    min_dense_only_cosine=0.59,
+    check_identifiers=True,
+    languages=False,
+    max_code_families=10**9,
+    max_ood_margin=refusal.OOD_MARGIN_OFF,
+    source="before",
+)
 # --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
 # cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
-NEW_ONLY = {"full": (("min_cross_encoder_foreign", "min_multilingual_cosine"),
-                     ("max_unexplained_words", "min_cross_encoder_unexplained"), ("max_ood_margin",))}
+NEW_ONLY = {
+    "full": (
+        ("min_cross_encoder_foreign", "min_multilingual_cosine"),
+        ("max_unexplained_words", "min_cross_encoder_unexplained"),
+        ("max_ood_margin",),
+    )
+}
 DEV_POS = ("queries.jsonl:answerable", "paraphrase_dev.jsonl", "crosslang_dev.jsonl")
 DEV_NEG = ("queries.jsonl:no_match", "ood_dev.jsonl", "near_dev.jsonl")
 TEST = ("paraphrase_test.jsonl", "crosslang_test.jsonl", "near_test.jsonl", "ood_test.jsonl")
@@ -68,13 +81,15 @@ def turns_of(spec: str, folder: Path) -> list[str]:
     return [q.text for q in qs]
 
 
-def collect(texts: list[str], retriever: Any, settings: Settings, cache: Path, label: str,
-            vocabulary: refusal.Vocabulary) -> dict[str, Any]:
+def collect(
+    texts: list[str], retriever: Any, settings: Settings, cache: Path, label: str, vocabulary: refusal.Vocabulary
+) -> dict[str, Any]:
     """Evidence per level for every turn: the candidates (``level_candidates``) cached in ``cache`` (pickle), the
     evidence built from them now (so that a change of the rule's evidence needs no new run)."""
     known: dict[str, Any] = pickle.loads(cache.read_bytes()) if cache.exists() else {}
-    probe = settings.replace(refusal_rule="cosine", min_similarity=-1.0, rerank_timeout_ms=600_000,
-                             dense_timeout_ms=600_000)
+    probe = settings.replace(
+        refusal_rule="cosine", min_similarity=-1.0, rerank_timeout_ms=600_000, dense_timeout_ms=600_000
+    )
     todo = [t for t in dict.fromkeys(texts) if t not in known]
     started = time.perf_counter()
     for i, text in enumerate(todo, start=1):
@@ -111,6 +126,7 @@ def lazy_retriever(settings: Settings, chunks: list | None = None):
 
             holder["r"] = get_retriever(settings) if chunks is None else HybridRetriever(settings, chunks=chunks)
         return holder["r"]
+
     return get
 
 
@@ -122,7 +138,10 @@ def key_of(*parts: Any) -> str:
 def shipped_cache(cache_dir: str | Path, settings: Settings) -> Path:
     """Where the shipped turns' candidates per level are cached (``collect``) for these cards, models and knobs."""
     corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    return Path(cache_dir) / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
+    return (
+        Path(cache_dir)
+        / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
+    )
 
 
 def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[str, list[str]], dict[str, Any]]:
@@ -132,8 +151,9 @@ def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[st
     cache = shipped_cache(cache_dir, settings)
     chunks = split_cards(load_cards(settings.corpus_path), DEFAULT_CHUNK_WORDS)
     vocabulary = refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
-    ev = collect([t for v in sets.values() for t in v], lazy_retriever(settings), settings, cache, "shipped",
-                 vocabulary)
+    ev = collect(
+        [t for v in sets.values() for t in v], lazy_retriever(settings), settings, cache, "shipped", vocabulary
+    )
     return sets, ev
 
 
@@ -154,36 +174,63 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     budgets = {}
     for level in LEVELS:
         budget_en = sum(pipeline_refused(e, BEFORE, settings) for e in english[level])
-        budget_cl = max(int(args.crosslang_share * len(crosslang[level])),
-                        sum(pipeline_refused(e, BEFORE, settings) for e in crosslang[level]) if level != "full" else 0)
+        budget_cl = max(
+            int(args.crosslang_share * len(crosslang[level])),
+            sum(pipeline_refused(e, BEFORE, settings) for e in crosslang[level]) if level != "full" else 0,
+        )
         budgets[level] = (budget_en, budget_cl)
         search = NEW_ONLY.get(level, ()) if args.search == "new" else None
-        after = calibration.choose([(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level,
-                                   after, search)
+        after = calibration.choose(
+            [(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level, after, search
+        )
     tune_s = time.perf_counter() - started
     shipped_defaults = {k: v for k, v in refusal.RefusalThresholds().to_dict().items() if k != "source"}
-    differ = {k: (v, shipped_defaults[k]) for k, v in after.to_dict().items() if k != "source" and shipped_defaults[k] != v}
+    differ = {
+        k: (v, shipped_defaults[k]) for k, v in after.to_dict().items() if k != "source" and shipped_defaults[k] != v
+    }
     if differ:
         print(f"warning: chosen on dev != retrieval/refusal.py defaults (chosen, module): {differ}", file=sys.stderr)
     rows = []
     for spec in (*DEV_POS, *DEV_NEG, *TEST):
         answerable = spec in DEV_POS or spec.startswith(("paraphrase", "crosslang"))
-        row = {"set": spec, "split": "test" if spec in TEST else "dev", "n": len(sets[spec]),
-               "kind": "answerable (refused = false refusal)" if answerable else "refuse"}
+        row = {
+            "set": spec,
+            "split": "test" if spec in TEST else "dev",
+            "n": len(sets[spec]),
+            "kind": "answerable (refused = false refusal)" if answerable else "refuse",
+        }
         for level in LEVELS:
             for name, th in (("before", BEFORE), ("after", after)):
                 row[f"{level}:{name}"] = sum(pipeline_refused(e, th, settings) for e in evs(spec, level))
         rows.append(row)
-    examples = {spec: [t for t in sets[spec] if pipeline_refused(ev[t]["full"], after, settings) == (
-        spec in DEV_POS or spec.startswith(("paraphrase", "crosslang")))][:12] for spec in sets}
-    return {"rows": rows, "after": after.to_dict(), "tune_seconds": round(tune_s, 1), "budgets": budgets,
-            "wrong_at_full": examples}
+    examples = {
+        spec: [
+            t
+            for t in sets[spec]
+            if pipeline_refused(ev[t]["full"], after, settings)
+            == (spec in DEV_POS or spec.startswith(("paraphrase", "crosslang")))
+        ][:12]
+        for spec in sets
+    }
+    return {
+        "rows": rows,
+        "after": after.to_dict(),
+        "tune_seconds": round(tune_s, 1),
+        "budgets": budgets,
+        "wrong_at_full": examples,
+    }
 
 
 # -------------------------------------------------------------------------------------------------- open corpora
-def open_corpus(args: argparse.Namespace, settings: Settings, name: str, cards_path: Path,
-                queries_path: Path, after: refusal.RefusalThresholds,
-                chunk_words: int | None = DEFAULT_CHUNK_WORDS) -> dict[str, Any]:
+def open_corpus(
+    args: argparse.Namespace,
+    settings: Settings,
+    name: str,
+    cards_path: Path,
+    queries_path: Path,
+    after: refusal.RefusalThresholds,
+    chunk_words: int | None = DEFAULT_CHUNK_WORDS,
+) -> dict[str, Any]:
     """An uploaded-like corpus: calibrated from synthetic turns + the pool, its labeled questions reported.
     ``chunk_words=None``: one chunk per card (as ``eval --beir`` indexes SciFact)."""
     cards = load_cards(cards_path)
@@ -193,27 +240,36 @@ def open_corpus(args: argparse.Namespace, settings: Settings, name: str, cards_p
     queries = list(load_queries(queries_path))
     answerable = [q.text for q in queries if q.relevant]
     no_match = [q.text for q in queries if not q.relevant]
-    cache = Path(args.cache) / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)}.pkl"
-    ev = collect(answerable + no_match, get, s, cache, name,
-                 refusal.Vocabulary.from_texts(c.indexed_text for c in chunks))
+    cache = (
+        Path(args.cache)
+        / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)}.pkl"
+    )
+    ev = collect(
+        answerable + no_match, get, s, cache, name, refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
+    )
     started = time.perf_counter()
     cal = calibration.calibrate(get(), [], cards, s, name=name)  # as an upload without labels: synthetic turns
     cal_s = time.perf_counter() - started
     rows = []
-    for label, texts, kind in ((f"{name} questions", answerable, "answerable (refused = false refusal)"),
-                               (f"{name} no_match", no_match, "refuse")):
+    for label, texts, kind in (
+        (f"{name} questions", answerable, "answerable (refused = false refusal)"),
+        (f"{name} no_match", no_match, "refuse"),
+    ):
         if not texts:
             continue
         row: dict[str, Any] = {"set": label, "split": "test", "n": len(texts), "kind": kind}
         for level in LEVELS:
             row[f"{level}:before"] = sum(pipeline_refused(ev[t][level], BEFORE, s) for t in texts)
             row[f"{level}:defaults"] = sum(pipeline_refused(ev[t][level], after, s) for t in texts)
-            row[f"{level}:after"] = sum(pipeline_refused(ev[t][level], cal.thresholds, s)
-                                        for t in texts)
+            row[f"{level}:after"] = sum(pipeline_refused(ev[t][level], cal.thresholds, s) for t in texts)
         rows.append(row)
     wrong = [t for t in answerable if pipeline_refused(ev[t]["full"], cal.thresholds, s)]
-    return {"rows": rows, "calibration": cal.to_dict(), "calibration_seconds": round(cal_s, 1),
-            "refused_at_full": wrong[:10]}
+    return {
+        "rows": rows,
+        "calibration": cal.to_dict(),
+        "calibration_seconds": round(cal_s, 1),
+        "refused_at_full": wrong[:10],
+    }
 
 
 def scifact(args: argparse.Namespace, settings: Settings, after: refusal.RefusalThresholds) -> dict[str, Any]:
@@ -228,12 +284,27 @@ def scifact(args: argparse.Namespace, settings: Settings, after: refusal.Refusal
     qpath = Path(args.cache) / f"scifact-{args.scifact}-queries.jsonl"
     with path.open("w", encoding="utf-8") as f:
         for c in docs:
-            f.write(json.dumps({"id": c.id, "title": c.title or c.id, "lang": "en", "topic": "general",
-                                "text": c.text}, ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {"id": c.id, "title": c.title or c.id, "lang": "en", "topic": "general", "text": c.text},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     with qpath.open("w", encoding="utf-8") as f:
         for q in claims:
-            f.write(json.dumps({"id": q.id, "text": q.text, "lang": "en", "category": "mixed",
-                                "relevant": {d: 2 for d in q.relevant}}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": q.id,
+                        "text": q.text,
+                        "lang": "en",
+                        "category": "mixed",
+                        "relevant": {d: 2 for d in q.relevant},
+                    }
+                )
+                + "\n"
+            )
     return open_corpus(args, settings, f"scifact-{args.scifact}", path, qpath, after, chunk_words=None)
 
 
@@ -255,9 +326,13 @@ def timing(settings: Settings, n: int) -> dict[str, Any]:
         for text in turns:
             result = retriever.retrieve(text, s, prescore=False)
             e5 = result.refusal is not None and any(t.name == "multilingual cosine" for t in result.refusal.tests)
-            out.setdefault(f"{round_}, {'e5 asked' if e5 else 'no e5'}", []).append(result.timings_ms.get("refusal", 0.0))
-    return {k: {"turns": len(v), "median_ms": round(statistics.median(v), 1), "max_ms": round(max(v), 1)}
-            for k, v in out.items()}
+            out.setdefault(f"{round_}, {'e5 asked' if e5 else 'no e5'}", []).append(
+                result.timings_ms.get("refusal", 0.0)
+            )
+    return {
+        k: {"turns": len(v), "median_ms": round(statistics.median(v), 1), "max_ms": round(max(v), 1)}
+        for k, v in out.items()
+    }
 
 
 # --------------------------------------------------------------------------------------------------- printing
@@ -268,8 +343,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for lv in LEVELS:
             b, a = r[f"{lv}:before"], r[f"{lv}:after"]
-            mid = (f"{r[f'{lv}:defaults']} ({100 * r[f'{lv}:defaults'] / r['n']:.1f}%) → "
-                   if f"{lv}:defaults" in r else "")
+            mid = (
+                f"{r[f'{lv}:defaults']} ({100 * r[f'{lv}:defaults'] / r['n']:.1f}%) → " if f"{lv}:defaults" in r else ""
+            )
             cells.append(f"{b} ({100 * b / r['n']:.1f}%) → {mid}**{a} ({100 * a / r['n']:.1f}%)**")
         should = "answered" if r["kind"].startswith("answerable") else "refused"
         lines.append(f"| {r['set']} | {r['split']} | {r['n']} | {should} | " + " | ".join(cells) + " |")
@@ -279,16 +355,29 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default="/tmp/refusal-report")
-    ap.add_argument("--search", choices=("new", "all"), default="new",
-                    help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration)")
-    ap.add_argument("--crosslang-share", type=float, default=0.05,
-                    help="share of the es/pt dev turns the defaults may refuse (issue 23's target: 5%%)")
+    ap.add_argument(
+        "--search",
+        choices=("new", "all"),
+        default="new",
+        help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration)",
+    )
+    ap.add_argument(
+        "--crosslang-share",
+        type=float,
+        default=0.05,
+        help="share of the es/pt dev turns the defaults may refuse (issue 23's target: 5%%)",
+    )
     ap.add_argument("--open", action="store_true", help="also the open-domain corpora under corpus/eval")
     ap.add_argument("--scifact", type=int, default=0, metavar="N")
     ap.add_argument("--scifact-path", default=str(ROOT.parent / "shared" / "eval" / "scifact"))
     ap.add_argument("--scifact-docs", type=int, default=1000)
-    ap.add_argument("--timing", type=int, default=0, metavar="N",
-                    help="also time the refusal stage on N crosslang_dev + N paraphrase_dev turns")
+    ap.add_argument(
+        "--timing",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time the refusal stage on N crosslang_dev + N paraphrase_dev turns",
+    )
     ap.add_argument("--json", metavar="PATH", help="also write the whole report as JSON")
     args = ap.parse_args(argv)
     Path(args.cache).mkdir(parents=True, exist_ok=True)
@@ -308,17 +397,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.timing:
         report["timing"] = timing(settings, args.timing)
     load = os.getloadavg()
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
-          f"{time.perf_counter() - started:.0f} s")
-    print(f"# defaults chosen on dev: {json.dumps({k: v for k, v in report['shipped']['after'].items() if k != 'source'})}"
-          f"; false-refusal budgets per level (English dev, es/pt dev): {report['shipped']['budgets']}")
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+        f"{time.perf_counter() - started:.0f} s"
+    )
+    print(
+        f"# defaults chosen on dev: {json.dumps({k: v for k, v in report['shipped']['after'].items() if k != 'source'})}"
+        f"; false-refusal budgets per level (English dev, es/pt dev): {report['shipped']['budgets']}"
+    )
     print(table(rows))
     for name in ("bicycles", "medqa", "scifact"):
         if name in report:
             cal = report[name]["calibration"]
-            print(f"\n{name}: calibration {report[name]['calibration_seconds']} s, thresholds "
-                  f"{json.dumps({k: v for k, v in cal['thresholds'].items() if k != 'source'})}")
+            print(
+                f"\n{name}: calibration {report[name]['calibration_seconds']} s, thresholds "
+                f"{json.dumps({k: v for k, v in cal['thresholds'].items() if k != 'source'})}"
+            )
             print(f"  report {json.dumps(cal['report']['levels'])}")
             print(f"  refused at full: {report[name]['refused_at_full']}")
     if "timing" in report:

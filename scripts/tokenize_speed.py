@@ -37,14 +37,18 @@ def _load(path: str):
 
 
 # About a sub-chunk's length of text in each (no shipped card is in these scripts).
-RUSSIAN = ["Храните запасные шприц-ручки с инсулином в холодильнике при температуре от 2 до 8 градусов.",
-           "Не замораживайте инсулин и не кладите его рядом с морозильной камерой.",
-           "Начатую ручку можно хранить при комнатной температуре до 28 дней, вдали от солнца и тепла.",
-           "Если вы пропустили дозу метформина, примите её с ближайшим приёмом пищи, но не удваивайте дозу."]
-HINDI = ["बिना खोले इंसुलिन पेन को फ्रिज में 2 से 8 डिग्री पर रखें।",
-         "इंसुलिन को जमने न दें और फ्रीज़र के पास न रखें।",
-         "खुला हुआ पेन कमरे के तापमान पर 28 दिनों तक रखा जा सकता है, धूप और गर्मी से दूर।",
-         "अगर आप मेटफॉर्मिन की खुराक भूल गए हैं, तो अगले भोजन के साथ लें, लेकिन दोहरी खुराक न लें।"]
+RUSSIAN = [
+    "Храните запасные шприц-ручки с инсулином в холодильнике при температуре от 2 до 8 градусов.",
+    "Не замораживайте инсулин и не кладите его рядом с морозильной камерой.",
+    "Начатую ручку можно хранить при комнатной температуре до 28 дней, вдали от солнца и тепла.",
+    "Если вы пропустили дозу метформина, примите её с ближайшим приёмом пищи, но не удваивайте дозу.",
+]
+HINDI = [
+    "बिना खोले इंसुलिन पेन को फ्रिज में 2 से 8 डिग्री पर रखें।",
+    "इंसुलिन को जमने न दें और फ्रीज़र के पास न रखें।",
+    "खुला हुआ पेन कमरे के तापमान पर 28 दिनों तक रखा जा सकता है, धूप और गर्मी से दूर।",
+    "अगर आप मेटफॉर्मिन की खुराक भूल गए हैं, तो अगले भोजन के साथ लें, लेकिन दोहरी खुराक न लें।",
+]
 
 
 def _kinds() -> dict[str, list[str]]:
@@ -53,13 +57,15 @@ def _kinds() -> dict[str, list[str]]:
     chunks = split_cards(load_cards(ROOT / "corpus" / "cards.jsonl"))
     english = [c.text for c in chunks if c.lang.startswith("en")]
     iberian = [c.text for c in chunks if not c.lang.startswith("en")]
-    return {"english, ASCII": [t for t in english if t.isascii()],
-            "english, beyond ASCII": [t for t in english if not t.isascii()],
-            "spanish/portuguese": iberian,
-            "spanish/portuguese with ’ — “”": [t.replace(", ", " — ", 1) + " “fin”" for t in iberian],
-            "spanish/portuguese, NFD": [unicodedata.normalize("NFD", t) for t in iberian],
-            "russian (written here)": [" ".join(RUSSIAN)] * 20,
-            "hindi (written here)": [" ".join(HINDI)] * 20}
+    return {
+        "english, ASCII": [t for t in english if t.isascii()],
+        "english, beyond ASCII": [t for t in english if not t.isascii()],
+        "spanish/portuguese": iberian,
+        "spanish/portuguese with ’ — “”": [t.replace(", ", " — ", 1) + " “fin”" for t in iberian],
+        "spanish/portuguese, NFD": [unicodedata.normalize("NFD", t) for t in iberian],
+        "russian (written here)": [" ".join(RUSSIAN)] * 20,
+        "hindi (written here)": [" ".join(HINDI)] * 20,
+    }
 
 
 def _best(fn, texts: list[str], best: float) -> float:
@@ -95,14 +101,21 @@ def main() -> None:
         if "baseline" in best:
             row["change_pct"] = round(100 * (best["current"] / best["baseline"] - 1), 1)
         rows.append(row)
-    meta = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "load_1min": round(load, 2),
-            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "python": sys.version.split()[0], "repeat": args.repeat}
+    meta = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_1min": round(load, 2),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "repeat": args.repeat,
+    }
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return
-    print(f"# tokenize() per text, best of {args.repeat}; {meta['date']}, load {meta['load_1min']}, "
-          f"{meta['cores']} cores, Python {meta['python']}")
+    print(
+        f"# tokenize() per text, best of {args.repeat}; {meta['date']}, load {meta['load_1min']}, "
+        f"{meta['cores']} cores, Python {meta['python']}"
+    )
     cols = [k for k in rows[0] if k != "kind"]
     print("| kind | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))

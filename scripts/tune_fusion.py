@@ -61,8 +61,9 @@ def main() -> int:
         for q, bm25, dense in turns:
             tw = weighting.weigh_turn(q.text, s, bm25, dense, retriever.bm25_index)
             moved += "low_coverage" in tw.features
-            fused = fuse_branches([b for b in (bm25, dense) if b.usable], tw.as_dict(), retriever.parent_of,
-                                  fusion=s.fusion, k=s.rrf_k)
+            fused = fuse_branches(
+                [b for b in (bm25, dense) if b.usable], tw.as_dict(), retriever.parent_of, fusion=s.fusion, k=s.rrf_k
+            )
             scores.append(ndcg(fused, q.relevant))
         return scores, moved
 
@@ -78,8 +79,10 @@ def main() -> int:
             weighting.LOW_COVERAGE = low
             scores, moved = run("adaptive")
             t = compare(scores, auto, seed=0, resamples=10000)
-            print(f"adaptive LOW_COVERAGE={low:g}: {sum(scores) / n:.4f} (vs auto {t.diff:+.4f}, p {t.p_value:.3f}; "
-                  f"BM25 halved on {moved} turns){'  <- default' if low == default_low else ''}")
+            print(
+                f"adaptive LOW_COVERAGE={low:g}: {sum(scores) / n:.4f} (vs auto {t.diff:+.4f}, p {t.p_value:.3f}; "
+                f"BM25 halved on {moved} turns){'  <- default' if low == default_low else ''}"
+            )
     finally:
         weighting.LOW_COVERAGE = default_low
     return 0

@@ -73,12 +73,22 @@ def raw_evidence(retriever: Any, query: str, settings: Settings) -> dict[str, An
         "path": probe.hybrid_path,
         "reason": probe.reason,
         "reranker_status": probe.reranker_status,
-        "bm25_status": probe.bm25.status, "bm25_reason": probe.bm25.reason,
-        "dense_status": probe.dense.status, "dense_reason": probe.dense.reason,
-        "cards": [{"parent": c.parent_id, "chunk": c.chunk_id, "sim": c.similarity,
-                   "logit": logits.get(c.chunk_id), "bm25_rank": bm25_rank.get(c.chunk_id),
-                   "dense_rank": dense_rank.get(c.chunk_id), "kept": i < settings.top_k}
-                  for i, c in enumerate(cards[:10])],
+        "bm25_status": probe.bm25.status,
+        "bm25_reason": probe.bm25.reason,
+        "dense_status": probe.dense.status,
+        "dense_reason": probe.dense.reason,
+        "cards": [
+            {
+                "parent": c.parent_id,
+                "chunk": c.chunk_id,
+                "sim": c.similarity,
+                "logit": logits.get(c.chunk_id),
+                "bm25_rank": bm25_rank.get(c.chunk_id),
+                "dense_rank": dense_rank.get(c.chunk_id),
+                "kept": i < settings.top_k,
+            }
+            for i, c in enumerate(cards[:10])
+        ],
         "reranked": [[h.chunk_id, h.score] for h in probe.reranked],
         "bm25": [[h.chunk_id, h.parent_id, h.score] for h in probe.bm25.hits[:20]],
         "dense": [[h.chunk_id, h.parent_id, h.score] for h in probe.dense.hits[:20]],
@@ -88,8 +98,9 @@ def raw_evidence(retriever: Any, query: str, settings: Settings) -> dict[str, An
     }
 
 
-def collect(turns: list[dict[str, Any]], settings: Settings, cache_path: Path, label: str,
-            chunks: list | None = None) -> dict[str, Any]:
+def collect(
+    turns: list[dict[str, Any]], settings: Settings, cache_path: Path, label: str, chunks: list | None = None
+) -> dict[str, Any]:
     """Raw evidence per turn and level, read from ``cache_path`` when it was collected for the same inputs."""
     cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     from retrieval.pipeline import HybridRetriever, get_retriever
@@ -118,8 +129,9 @@ def collect(turns: list[dict[str, Any]], settings: Settings, cache_path: Path, l
 
 
 # ------------------------------------------------------------------------------------------------------ evidence
-def evidence(raw: dict[str, Any], turn: str, texts: dict[str, str], vocabulary: refusal.Vocabulary,
-             top_k: int) -> refusal.RefusalEvidence | None:
+def evidence(
+    raw: dict[str, Any], turn: str, texts: dict[str, str], vocabulary: refusal.Vocabulary, top_k: int
+) -> refusal.RefusalEvidence | None:
     """The rule's evidence from a cached record (None: the pipeline found no candidate at all)."""
     kept = [c for c in raw["cards"] if c["kept"]][:top_k]
     if raw["path"] == "no_match" or not kept:
@@ -129,9 +141,15 @@ def evidence(raw: dict[str, Any], turn: str, texts: dict[str, str], vocabulary: 
     missing = {}
     if not raw["reranked"]:
         missing["cross-encoder"] = raw["reranker_status"] or "the reranker did not run"
-    return refusal.gather(turn, raw["path"], candidates, vocabulary,
-                          bm25_parents=[p for _, p, _ in raw["bm25"]] if both else None,
-                          dense_parents=[p for _, p, _ in raw["dense"]] if both else None, missing=missing)
+    return refusal.gather(
+        turn,
+        raw["path"],
+        candidates,
+        vocabulary,
+        bm25_parents=[p for _, p, _ in raw["bm25"]] if both else None,
+        dense_parents=[p for _, p, _ in raw["dense"]] if both else None,
+        missing=missing,
+    )
 
 
 def refused_with(ev: refusal.RefusalEvidence | None, thresholds: refusal.RefusalThresholds) -> bool:
@@ -173,7 +191,7 @@ def tune(level: str, dev: list, answerable: list, max_false: int) -> tuple[refus
     def stricter(values: list[float], i: int) -> tuple[float, ...] | None:
         axis = grid[names[i]]
         j = axis.index(values[i])
-        return None if j + 1 >= len(axis) else tuple(values[:i] + [axis[j + 1]] + values[i + 1:])
+        return None if j + 1 >= len(axis) else tuple(values[:i] + [axis[j + 1]] + values[i + 1 :])
 
     scored = []
     for values in combos:
@@ -189,15 +207,21 @@ def tune(level: str, dev: list, answerable: list, max_false: int) -> tuple[refus
     step = {n: grid[n][1] - grid[n][0] for n in names}
     chosen = min(plateau, key=lambda p: sum(abs(a - b) / step[n] for a, b, n in zip(p, median, names)))
     plateau_range = {n: [min(p[i] for p in plateau), max(p[i] for p in plateau)] for i, n in enumerate(names)}
-    info = {"dev_refused": best[0], "false_refusals": -best[1], "plateau_size": len(plateau),
-            "plateau_range": plateau_range}
+    info = {
+        "dev_refused": best[0],
+        "false_refusals": -best[1],
+        "plateau_size": len(plateau),
+        "plateau_range": plateau_range,
+    }
     return refusal.RefusalThresholds(**dict(zip(names, chosen))), info
 
 
 def measure(ev: dict[str, list], thresholds: refusal.RefusalThresholds) -> dict[str, int]:
-    return {"dev_refused": sum(refused_with(e, thresholds) for e in ev["dev"]),
-            "test_refused": sum(refused_with(e, thresholds) for e in ev["test"]),
-            "false_refusals": sum(refused_with(e, thresholds) for e in ev["answerable"])}
+    return {
+        "dev_refused": sum(refused_with(e, thresholds) for e in ev["dev"]),
+        "test_refused": sum(refused_with(e, thresholds) for e in ev["test"]),
+        "false_refusals": sum(refused_with(e, thresholds) for e in ev["answerable"]),
+    }
 
 
 def without_vocabulary(evs: list) -> list:
@@ -219,8 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default="/tmp/refusal-evidence", help="folder for the evidence caches (JSON)")
     ap.add_argument("--chroma-path", default=None, help="Chroma folder for the shipped corpus (default: CHROMA_PATH)")
     ap.add_argument("--max-false-refusals", type=int, default=1, help="allowed on the 61 answerable turns (2%%)")
-    ap.add_argument("--scifact", type=int, default=0, metavar="N",
-                    help="also report on N SciFact test claims over a sub-corpus (their abstracts + distractors)")
+    ap.add_argument(
+        "--scifact",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also report on N SciFact test claims over a sub-corpus (their abstracts + distractors)",
+    )
     ap.add_argument("--scifact-path", default=str(ROOT.parent / "shared" / "eval" / "scifact"))
     ap.add_argument("--scifact-docs", type=int, default=1000, help="sub-corpus size for --scifact")
     ap.add_argument("--seed", type=int, default=0)
@@ -240,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     test = load_turns(ROOT / "corpus" / "ood_test.jsonl")
     everything = answerable + dev + test
     corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    inputs = [COLLECT_VERSION, corpus_hash, {k: v for k, v in settings.to_dict().items()
-                                             if k != "chroma_path" and not k.startswith("refusal_")}]
+    inputs = [
+        COLLECT_VERSION,
+        corpus_hash,
+        {k: v for k, v in settings.to_dict().items() if k != "chroma_path" and not k.startswith("refusal_")},
+    ]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     raw = collect(everything, settings, cache_dir / f"shipped-{key}.json", "shipped")
 
@@ -258,8 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     def integrated(turns: list[dict[str, Any]], level: str) -> int:
         return sum(raw[f"{level}\t{t['text']}"]["integrated_path"] == "no_match" for t in turns)
 
-    report: dict[str, Any] = {"sets": {"answerable": len(answerable), "dev": len(dev), "test": len(test)},
-                              "levels": {}}
+    report: dict[str, Any] = {"sets": {"answerable": len(answerable), "dev": len(dev), "test": len(test)}, "levels": {}}
     chosen: dict[str, Any] = {}
     for level in LEVELS:
         ev = {"dev": evs(dev, level), "test": evs(test, level), "answerable": evs(answerable, level)}
@@ -267,29 +298,39 @@ def main(argv: list[str] | None = None) -> int:
         chosen.update({n: getattr(th, n) for n in GRIDS[level]})
         no_vocab = {k: without_vocabulary(v) for k, v in ev.items()}
         rows = {
-            "today (cosine MIN_SIMILARITY)": {"dev_refused": today(dev, level), "test_refused": today(test, level),
-                                              "false_refusals": today(answerable, level)},
+            "today (cosine MIN_SIMILARITY)": {
+                "dev_refused": today(dev, level),
+                "test_refused": today(test, level),
+                "false_refusals": today(answerable, level),
+            },
             "pipeline, REFUSAL_RULE=evidence (defaults)": {
-                "dev_refused": integrated(dev, level), "test_refused": integrated(test, level),
-                "false_refusals": integrated(answerable, level)},
+                "dev_refused": integrated(dev, level),
+                "test_refused": integrated(test, level),
+                "false_refusals": integrated(answerable, level),
+            },
             "refusal rule, module defaults": measure(ev, refusal.DEFAULT_THRESHOLDS),
             "refusal rule, tuned on dev": measure(ev, th),
             "  same, without the vocabulary tests": measure(no_vocab, th),
         }
         # The pipeline refuses when the rule does or when no card passes MIN_SIMILARITY: the offline replay of the
         # rule (module defaults = Settings defaults) must agree with it turn by turn.
-        mismatches = [t["id"] for group, turns in (("dev", dev), ("test", test), ("answerable", answerable))
-                      for t, e in zip(turns, ev[group])
-                      if (raw[f"{level}\t{t['text']}"]["integrated_path"] == "no_match")
-                      != (refused_with(e, refusal.DEFAULT_THRESHOLDS)
-                          or raw[f"{level}\t{t['text']}"]["today_path"] == "no_match")]
+        mismatches = [
+            t["id"]
+            for group, turns in (("dev", dev), ("test", test), ("answerable", answerable))
+            for t, e in zip(turns, ev[group])
+            if (raw[f"{level}\t{t['text']}"]["integrated_path"] == "no_match")
+            != (refused_with(e, refusal.DEFAULT_THRESHOLDS) or raw[f"{level}\t{t['text']}"]["today_path"] == "no_match")
+        ]
         report["levels"][level] = {
-            "thresholds": {n: getattr(th, n) for n in GRIDS[level]}, "tuning": info, "rows": rows,
+            "thresholds": {n: getattr(th, n) for n in GRIDS[level]},
+            "tuning": info,
+            "rows": rows,
             "pipeline_vs_replay_mismatches": mismatches,
             "dev_not_refused": [t["text"] for t, e in zip(dev, ev["dev"]) if not refused_with(e, th)],
             "test_not_refused": [t["text"] for t, e in zip(test, ev["test"]) if not refused_with(e, th)],
-            "answerable_refused": [f"{t['id']} {t['text']}" for t, e in zip(answerable, ev["answerable"])
-                                   if refused_with(e, th)],
+            "answerable_refused": [
+                f"{t['id']} {t['text']}" for t, e in zip(answerable, ev["answerable"]) if refused_with(e, th)
+            ],
         }
     report["chosen_thresholds"] = chosen
 
@@ -299,34 +340,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"turns: {len(answerable)} answerable (shipped), dev {len(dev)} no_match (10 shipped + "
-          f"{len(dev) - 10} ood_dev), test {len(test)} no_match (ood_test)")
+    print(
+        f"turns: {len(answerable)} answerable (shipped), dev {len(dev)} no_match (10 shipped + "
+        f"{len(dev) - 10} ood_dev), test {len(test)} no_match (ood_test)"
+    )
     print(f"thresholds chosen on dev (at most {args.max_false_refusals} false refusal): {chosen}")
     base = settings.min_similarity
-    print(f"  as settings: REFUSAL_MIN_CROSS_ENCODER={chosen['min_cross_encoder']:g} "
-          f"REFUSAL_RESCUE_MARGIN={chosen['min_rescue_cosine'] - base:.2f} "
-          f"REFUSAL_FALLBACK_MARGIN={chosen['min_fallback_cosine'] - base:.2f} "
-          f"(dense_only alone: {chosen['min_dense_only_cosine'] - base:.2f}) over MIN_SIMILARITY={base:g}\n")
+    print(
+        f"  as settings: REFUSAL_MIN_CROSS_ENCODER={chosen['min_cross_encoder']:g} "
+        f"REFUSAL_RESCUE_MARGIN={chosen['min_rescue_cosine'] - base:.2f} "
+        f"REFUSAL_FALLBACK_MARGIN={chosen['min_fallback_cosine'] - base:.2f} "
+        f"(dense_only alone: {chosen['min_dense_only_cosine'] - base:.2f}) over MIN_SIMILARITY={base:g}\n"
+    )
     for level, data in report["levels"].items():
         print(f"level {level}: tuning {data['tuning']}")
         print(f"  {'rule':40} {'dev refused':>16} {'test refused':>16} {'false refusals':>16}")
         for name, r in data["rows"].items():
-            print(f"  {name:40} {pct(r['dev_refused'], len(dev)):>16} {pct(r['test_refused'], len(test)):>16} "
-                  f"{pct(r['false_refusals'], len(answerable)):>16}")
+            print(
+                f"  {name:40} {pct(r['dev_refused'], len(dev)):>16} {pct(r['test_refused'], len(test)):>16} "
+                f"{pct(r['false_refusals'], len(answerable)):>16}"
+            )
         print(f"  dev turns answered (not refused): {data['dev_not_refused']}")
         print(f"  test turns answered (not refused): {data['test_not_refused']}")
         print(f"  answerable turns refused: {data['answerable_refused']}")
-        print(f"  pipeline vs offline replay of the rule, turns that disagree: "
-              f"{data['pipeline_vs_replay_mismatches'] or 'none'}\n")
+        print(
+            f"  pipeline vs offline replay of the rule, turns that disagree: "
+            f"{data['pipeline_vs_replay_mismatches'] or 'none'}\n"
+        )
     if "scifact" in report:
         sf = report["scifact"]
         print(f"SciFact test ({sf['claims']} claims over {sf['docs']} abstracts: their own + random distractors):")
         for level, r in sf["levels"].items():
             both = f", pipeline refused {pct(r['integrated'], sf['claims'])}" if "integrated" in r else ""
-            print(f"  {level:10} today refused {pct(r['today'], sf['claims'])}, "
-                  f"rule refused {pct(r['rule'], sf['claims'])}{both}, "
-                  f"rule with REFUSAL_UNKNOWN_CODES=false {pct(r['rule_without_unknown_codes'], sf['claims'])}; "
-                  f"failing tests: {r['failed_tests']}")
+            print(
+                f"  {level:10} today refused {pct(r['today'], sf['claims'])}, "
+                f"rule refused {pct(r['rule'], sf['claims'])}{both}, "
+                f"rule with REFUSAL_UNKNOWN_CODES=false {pct(r['rule_without_unknown_codes'], sf['claims'])}; "
+                f"failing tests: {r['failed_tests']}"
+            )
             for example in r["refused"]:
                 print(f"      {example}")
     return 0
@@ -346,10 +397,14 @@ def scifact_report(args: argparse.Namespace, settings: Settings, thresholds: ref
     corpus = Path(args.cache) / f"scifact-sub-{args.seed}-{args.scifact}-{args.scifact_docs}.jsonl"
     with corpus.open("w", encoding="utf-8") as f:
         for c in docs:
-            f.write(json.dumps({"id": c.id, "title": c.title or c.id, "lang": "en", "topic": "general",
-                                "text": c.text}, ensure_ascii=False) + "\n")
-    sf_settings = settings.replace(corpus_path=str(corpus),
-                                   chroma_path=str(Path(args.cache) / f"chroma-{corpus.stem}"))
+            f.write(
+                json.dumps(
+                    {"id": c.id, "title": c.title or c.id, "lang": "en", "topic": "general", "text": c.text},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
+    sf_settings = settings.replace(corpus_path=str(corpus), chroma_path=str(Path(args.cache) / f"chroma-{corpus.stem}"))
     turns = [{"id": q.id, "text": q.text, "category": "beir"} for q in claims]
     chunks = split_cards(load_cards(corpus), None)  # one chunk per abstract, as `eval --beir` indexes SciFact
     raw = collect(turns, sf_settings, Path(args.cache) / f"{corpus.stem}-evidence.json", "scifact", chunks)
@@ -373,11 +428,17 @@ def scifact_report(args: argparse.Namespace, settings: Settings, thresholds: ref
                     failed[test.name] = failed.get(test.name, 0) + 1
         records = [raw[f"{level}\t{t['text']}"] for t in turns]
         no_codes = dataclasses.replace(thresholds, check_identifiers=False)
-        without_codes = sum(refused_with(evidence(r, t["text"], texts, vocabulary, sf_settings.top_k), no_codes)
-                            for r, t in zip(records, turns))
-        out["levels"][level] = {"today": sum(r["today_path"] == "no_match" for r in records), "rule": n_refused,
-                                "rule_without_unknown_codes": without_codes, "failed_tests": failed,
-                                "refused": examples}
+        without_codes = sum(
+            refused_with(evidence(r, t["text"], texts, vocabulary, sf_settings.top_k), no_codes)
+            for r, t in zip(records, turns)
+        )
+        out["levels"][level] = {
+            "today": sum(r["today_path"] == "no_match" for r in records),
+            "rule": n_refused,
+            "rule_without_unknown_codes": without_codes,
+            "failed_tests": failed,
+            "refused": examples,
+        }
         if all("integrated_path" in r for r in records):  # collected by a version with REFUSAL_RULE
             out["levels"][level]["integrated"] = sum(r["integrated_path"] == "no_match" for r in records)
     return out

@@ -37,13 +37,20 @@ class AppServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = workdir / "app.log"
-        self.env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(self.port),
-                    "CORPUS_PATH": str(corpus), "CHROMA_PATH": str(workdir / "chroma"),
-                    # its own Gradio cache: Gradio names an upload by its content, so two apps of one run uploading
-                    # the same file into a shared folder would delete it from under each other
-                    "GRADIO_TEMP_DIR": str(workdir / "gradio-cache"),
-                    "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                    **(extra_env or {})}
+        self.env = {
+            **os.environ,
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+            "GRADIO_SERVER_PORT": str(self.port),
+            "CORPUS_PATH": str(corpus),
+            "CHROMA_PATH": str(workdir / "chroma"),
+            # its own Gradio cache: Gradio names an upload by its content, so two apps of one run uploading
+            # the same file into a shared folder would delete it from under each other
+            "GRADIO_TEMP_DIR": str(workdir / "gradio-cache"),
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **(extra_env or {}),
+        }
         self.proc: subprocess.Popen | None = None
         self._log = None
 
@@ -58,8 +65,9 @@ class AppServer:
             RuntimeError: the app exited or did not answer within ``timeout`` seconds (the message has its log).
         """
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=self.env, stdout=self._log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:

@@ -64,9 +64,13 @@ def main() -> None:
             from retrieval.corpora import retriever_for
 
             dense = retriever_for(data, settings).dense if snap["status"] == "done" else None
-            return {"status": snap["status"], "error": snap["error"], "total": snap["total"],
-                    "collection": dense.collection_name if dense else None,
-                    "built": bool(dense and dense.built)}
+            return {
+                "status": snap["status"],
+                "error": snap["error"],
+                "total": snap["total"],
+                "collection": dense.collection_name if dense else None,
+                "built": bool(dense and dense.built),
+            }
         raise ValueError(f"unknown op {op!r}")
 
     print(json.dumps({"ready": True}), flush=True)

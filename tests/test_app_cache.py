@@ -15,8 +15,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -29,8 +29,16 @@ TURN = "GlucoSense GS-40 error E-07"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("app-cache")
-    server = AppServer(workdir, MINI, extra_env={"GRADIO_TEMP_DIR": str(workdir / "gradio"), "MAX_UPLOAD_MB": "1",
-                                                    "UPLOAD_CLIENT_MB": "2.5", "UPLOAD_UNUSED_S": "4"})
+    server = AppServer(
+        workdir,
+        MINI,
+        extra_env={
+            "GRADIO_TEMP_DIR": str(workdir / "gradio"),
+            "MAX_UPLOAD_MB": "1",
+            "UPLOAD_CLIENT_MB": "2.5",
+            "UPLOAD_UNUSED_S": "4",
+        },
+    )
     server.cache = workdir / "gradio"
     with server.running():
         yield server
@@ -42,10 +50,20 @@ def _cached_files(app) -> list:
 
 def _upload(url: str, size: int, route: str = "upload", name: str = "big.bin") -> int:
     boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n"
-            f"Content-Type: application/octet-stream\r\n\r\n").encode() + b"x" * size + f"\r\n--{boundary}--\r\n".encode()
-    request = urllib.request.Request(f"{url}gradio_api/{route}", data=body, method="POST",
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + b"x" * size
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        f"{url}gradio_api/{route}",
+        data=body,
+        method="POST",
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status
@@ -130,8 +148,12 @@ def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its
         assert _fetch(app, theirs)[0] == 200  # a client fetches its own export
         stem, seq = theirs.stem.rsplit("-", 1)
         guesses = [theirs.parent, theirs.parent.parent, theirs.parent / mine.name, theirs.parent.parent / mine.name]
-        guesses += [folder / f"{stem}-{int(seq) + d:06d}.json" for d in range(-3, 4) if d
-                    for folder in (theirs.parent, theirs.parent.parent)]
+        guesses += [
+            folder / f"{stem}-{int(seq) + d:06d}.json"
+            for d in range(-3, 4)
+            if d
+            for folder in (theirs.parent, theirs.parent.parent)
+        ]
         for guess in guesses:
             status, body = _fetch(app, guess)
             assert SECRET.encode() not in body and status != 200, f"{guess} answered {status}"

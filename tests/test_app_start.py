@@ -12,12 +12,19 @@ from tests.app_server import MINI, ROOT
 
 
 def _run_app(env_extra: dict[str, str], tmp_path, timeout: float = 60.0) -> tuple[subprocess.CompletedProcess, float]:
-    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "CORPUS_PATH": str(MINI),
-           "CHROMA_PATH": str(tmp_path / "chroma"), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-           **env_extra}
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "CORPUS_PATH": str(MINI),
+        "CHROMA_PATH": str(tmp_path / "chroma"),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+        **env_extra,
+    }
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
     return done, time.monotonic() - start
 
 

@@ -46,8 +46,11 @@ def is_core(name: str) -> bool:
 
 
 def test_the_core_never_imports_the_evaluation_tools_or_the_ui():
-    bad = {m: sorted(d for d in deps if d.startswith(("retrieval.evaluation", "inspector")))
-           for m, deps in graph().items() if is_core(m)}
+    bad = {
+        m: sorted(d for d in deps if d.startswith(("retrieval.evaluation", "inspector")))
+        for m, deps in graph().items()
+        if is_core(m)
+    }
     assert not {m: d for m, d in bad.items() if d}
 
 
@@ -62,7 +65,7 @@ def test_no_import_circles():
             if dep not in g:
                 continue
             if state.get(dep) == 1:
-                cycles.append(path[path.index(dep):] + [dep] if dep in path else [node, dep])
+                cycles.append(path[path.index(dep) :] + [dep] if dep in path else [node, dep])
             elif dep not in state:
                 visit(dep, [*path, dep])
         state[node] = 2

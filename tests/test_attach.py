@@ -18,13 +18,20 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("attach")
-    env = {**os.environ, "CHROMA_PATH": str(root / "chroma"), "DATA_DIR": str(root / "data"),
-           "DATA_ROOT": str(root / "none"), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "BM25_TIMEOUT_MS": "120000", "DENSE_TIMEOUT_MS": "120000", "RERANK_TIMEOUT_MS": "120000"}
+    env = {
+        **os.environ,
+        "CHROMA_PATH": str(root / "chroma"),
+        "DATA_DIR": str(root / "data"),
+        "DATA_ROOT": str(root / "none"),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "BM25_TIMEOUT_MS": "120000",
+        "DENSE_TIMEOUT_MS": "120000",
+        "RERANK_TIMEOUT_MS": "120000",
+    }
 
     def run(*args):
-        return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT,
-                              timeout=600)
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
     for name, model in (("faq", "bge-small-en-v1.5"), ("faq-minilm", "all-MiniLM-L6-v2"), ("faq-8d", "random8")):
         made = run("-m", "tests.make_collection", env["CHROMA_PATH"], name, model)
@@ -67,7 +74,9 @@ def test_another_models_vectors_are_refused_naming_the_mismatch(store):
     out = run("-m", "retrieval", "index", "--attach", "faq-minilm")
     assert out.returncode == 2
     assert "collection 'faq-minilm' cannot be searched with bge-small-en-v1.5" in out.stderr
-    assert "is not bge-small-en-v1.5's embedding of its text (cosine" in out.stderr and "--embedding-model" in out.stderr
+    assert (
+        "is not bge-small-en-v1.5's embedding of its text (cosine" in out.stderr and "--embedding-model" in out.stderr
+    )
     out = run("-m", "retrieval", "index", "--attach", "faq-8d")
     assert out.returncode == 2 and "its vectors have 8 dimensions but bge-small-en-v1.5 makes 384" in out.stderr
     out = run("-m", "retrieval", "index", "--attach", "nope")
@@ -84,8 +93,14 @@ def test_the_data_tab_attaches_a_collection_of_the_store(store):
     from tests.conftest import MINI_CARDS, PATIENT
 
     _, env = store
-    s = Settings(corpus_path=str(MINI_CARDS), chroma_path=env["CHROMA_PATH"], data_dir=env["DATA_DIR"],
-                 data_root=env["DATA_ROOT"], min_similarity=0.3, **PATIENT)
+    s = Settings(
+        corpus_path=str(MINI_CARDS),
+        chroma_path=env["CHROMA_PATH"],
+        data_dir=env["DATA_DIR"],
+        data_root=env["DATA_ROOT"],
+        min_similarity=0.3,
+        **PATIENT,
+    )
     handlers.use_base_settings(s)
     try:
         assert {"faq", "faq-minilm", "faq-8d"} <= set(data_tab.attachable_choices())

@@ -11,9 +11,16 @@ import sys
 import numpy as np
 import pytest
 
-from retrieval.evaluation.bench import (STAGES, ReplicaEmbedder, format_table, parse_scale, percentile,
-                                        replicate_chunks, settle)
 from retrieval.corpus import load_cards, split_cards
+from retrieval.evaluation.bench import (
+    STAGES,
+    ReplicaEmbedder,
+    format_table,
+    parse_scale,
+    percentile,
+    replicate_chunks,
+    settle,
+)
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT
 
@@ -24,11 +31,34 @@ TURNS = ["GlucoSense GS-40 error E-07", "my insulin pen got warm in the car", "o
 def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     queries = tmp / "queries.jsonl"
-    queries.write_text("".join(json.dumps({"id": f"q{i}", "text": t, "lang": "en", "category": "mixed",
-                                           "relevant": {}}) + "\n" for i, t in enumerate(TURNS)))
+    queries.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "text": t, "lang": "en", "category": "mixed", "relevant": {}}) + "\n"
+            for i, t in enumerate(TURNS)
+        )
+    )
     env = dict(os.environ, CORPUS_PATH=str(MINI_CARDS), CHROMA_PATH=str(tmp / "unused"), MIN_SIMILARITY="0.3")
-    out = subprocess.run([sys.executable, "-m", "retrieval", "bench", "--json", "--runs", "2", "--scale", "12", "--before",
-                          "--queries", str(queries)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retrieval",
+            "bench",
+            "--json",
+            "--runs",
+            "2",
+            "--scale",
+            "12",
+            "--before",
+            "--queries",
+            str(queries),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert not (tmp / "unused").exists(), "the bench must use its own temporary store, not CHROMA_PATH"
     return json.loads(out.stdout)
@@ -60,8 +90,13 @@ def test_cached_control_change_reruns_no_model(report):
     """Same turn, other rrf_k: every model output comes from the per-turn cache."""
     control = report["cached_control_ms"]
     assert control["rrf_k"][0] == Settings.from_env().rrf_k != control["rrf_k"][1] and control["n"] == 6
-    assert set(control["model_calls"]) == {"OnnxEmbedder.embed_query", "BM25Index.search", "DenseStore.search",
-                                           "OnnxCrossEncoder.score", "OnnxCrossEncoder.score_many"}
+    assert set(control["model_calls"]) == {
+        "OnnxEmbedder.embed_query",
+        "BM25Index.search",
+        "DenseStore.search",
+        "OnnxCrossEncoder.score",
+        "OnnxCrossEncoder.score_many",
+    }
     assert sum(control["model_calls"].values()) == 0
 
 

@@ -28,10 +28,16 @@ def test_peak_rss_window_restarts_at_the_current_rss():
 
 
 def test_scale_table_has_one_line_per_scale_with_every_measure():
-    row = {"chunks": 1_000_000, "stages_ms": {"bm25": {"p50": 31.26, "p95": 88.0}},
-           "dense_ms": {"p50": 40.0, "p95": 61.5}, "turn_ms": {"p50": 900.0, "p95": 1200.25},
-           "bm25_build_ms": 45_120.0, "index_s": 3600.0, "peak_rss_mb": 5123.4, "chroma_disk_mb": 4321.0}
+    row = {
+        "chunks": 1_000_000,
+        "stages_ms": {"bm25": {"p50": 31.26, "p95": 88.0}},
+        "dense_ms": {"p50": 40.0, "p95": 61.5},
+        "turn_ms": {"p50": 900.0, "p95": 1200.25},
+        "bm25_build_ms": 45_120.0,
+        "index_s": 3600.0,
+        "peak_rss_mb": 5123.4,
+        "chroma_disk_mb": 4321.0,
+    }
     header, rule, line = format_scale_table([row])
     assert header.count("|") == rule.count("|") == line.count("|") == 9
-    assert line == ("| 1,000,000 | 31.3 / 88.0 | 40.0 / 61.5 | 900.0 / 1,200.2 | 45.12 | 3,600.0 | 5,123 | "
-                    "4,321.0 |")
+    assert line == ("| 1,000,000 | 31.3 / 88.0 | 40.0 / 61.5 | 900.0 / 1,200.2 | 45.12 | 3,600.0 | 5,123 | 4,321.0 |")

@@ -15,7 +15,6 @@ from retrieval.bm25 import BM25Index
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, load_queries, split_cards
 from retrieval.tokenize import analyze
 from retrieval.types import Chunk
-
 from tests.conftest import ROOT, SHIPPED_CARDS
 
 TOLERANCE = 1e-9
@@ -77,31 +76,79 @@ QUERY = st.lists(st.sampled_from(WORDS + ["unknown", "zzz"]), min_size=0, max_si
 def corpora(draw) -> list[Chunk]:
     texts = draw(st.lists(DOC, min_size=1, max_size=25))
     ids = draw(st.permutations([f"c{n:03d}#{n % 3}" for n in range(len(texts))]))
-    return [Chunk(chunk_id=cid, parent_id=cid.split("#")[0], title="", lang="en", text=text)
-            for cid, text in zip(ids, texts, strict=True)]
+    return [
+        Chunk(chunk_id=cid, parent_id=cid.split("#")[0], title="", lang="en", text=text)
+        for cid, text in zip(ids, texts, strict=True)
+    ]
 
 
 # Text the analyzers must split exactly as ``analyze`` does: case, punctuation, underscores, accents, non-Latin
 # digits, stop words and inflections in three languages, CJK runs (bigrams, never stemmed), in ASCII and non-ASCII
 # chunks, with titles.
-PIECES = ["Alpha", "ALPHA", "alpha", "GS-40", "e_07", "500mg", "olvidé", "Dosis", "ação", "Ñandú", "٣٤", "the", "de",
-          "não", "running", "runs", "ran", "tomando", "tomar", "x", "ǅemal", "İstanbul", "ﬁle", "\u00a0", "—", ",", ".",
-          "糖尿病の薬", "薬", "人々", "コーヒー", "인슐린을", "忘记吃药", "GS-40の", "の", "、", "。"]
+PIECES = [
+    "Alpha",
+    "ALPHA",
+    "alpha",
+    "GS-40",
+    "e_07",
+    "500mg",
+    "olvidé",
+    "Dosis",
+    "ação",
+    "Ñandú",
+    "٣٤",
+    "the",
+    "de",
+    "não",
+    "running",
+    "runs",
+    "ran",
+    "tomando",
+    "tomar",
+    "x",
+    "ǅemal",
+    "İstanbul",
+    "ﬁle",
+    "\u00a0",
+    "—",
+    ",",
+    ".",
+    "糖尿病の薬",
+    "薬",
+    "人々",
+    "コーヒー",
+    "인슐린을",
+    "忘记吃药",
+    "GS-40の",
+    "の",
+    "、",
+    "。",
+]
 SEPARATORS = st.sampled_from([" ", "\n", ", ", "_", "/", "\t"])
 TEXT = st.lists(st.tuples(st.sampled_from(PIECES), SEPARATORS), max_size=14).map(
-    lambda parts: "".join(word + sep for word, sep in parts))
+    lambda parts: "".join(word + sep for word, sep in parts)
+)
 
 
 @st.composite
 def mixed_corpora(draw) -> list[Chunk]:
     n = draw(st.integers(1, 12))
-    return [Chunk(chunk_id=f"m{k}#0", parent_id=f"m{k}", title=draw(st.sampled_from(["", "Alpha pen", "Olvidé"])),
-                  lang=draw(st.sampled_from(["en", "es", "pt", "es-419", "pt-BR", "fr"])), text=draw(TEXT))
-            for k in range(n)]
+    return [
+        Chunk(
+            chunk_id=f"m{k}#0",
+            parent_id=f"m{k}",
+            title=draw(st.sampled_from(["", "Alpha pen", "Olvidé"])),
+            lang=draw(st.sampled_from(["en", "es", "pt", "es-419", "pt-BR", "fr"])),
+            text=draw(TEXT),
+        )
+        for k in range(n)
+    ]
 
 
-ALL_SHARED = [Chunk(chunk_id=f"d{n}#0", parent_id=f"d{n}", title="", lang="en", text=t)
-              for n, t in enumerate(["alpha beta", "alpha alpha gamma", "alpha delta", "", "beta beta"])]
+ALL_SHARED = [
+    Chunk(chunk_id=f"d{n}#0", parent_id=f"d{n}", title="", lang="en", text=t)
+    for n, t in enumerate(["alpha beta", "alpha alpha gamma", "alpha delta", "", "beta beta"])
+]
 
 
 @PROPERTY
@@ -118,8 +165,11 @@ def test_random_corpora_snowball(chunks, queries):
     assert_equivalent(chunks, "snowball", queries, depths=(3, len(chunks)))
 
 
-@given(chunks=mixed_corpora(), queries=st.lists(TEXT, min_size=1, max_size=3),
-       tokenizer=st.sampled_from(["plain", "snowball"]))
+@given(
+    chunks=mixed_corpora(),
+    queries=st.lists(TEXT, min_size=1, max_size=3),
+    tokenizer=st.sampled_from(["plain", "snowball"]),
+)
 @settings(max_examples=150, deadline=None)
 def test_mixed_text_is_analysed_like_analyze(chunks, queries, tokenizer):
     assert_equivalent(chunks, tokenizer, queries, depths=(2, len(chunks)))
@@ -130,8 +180,10 @@ def test_epsilon_floor_and_repeated_terms_by_the_formula():
     (idf log(2.5) - log(3.5) < 0, floored to 0.25 * mean idf), ``gamma`` in 1."""
     index = BM25Index(ALL_SHARED, "plain")
     n, avgdl = 5, 9 / 5
-    idf = {w: math.log(n - df + 0.5) - math.log(df + 0.5) for w, df in
-           {"alpha": 3, "beta": 2, "gamma": 1, "delta": 1}.items()}
+    idf = {
+        w: math.log(n - df + 0.5) - math.log(df + 0.5)
+        for w, df in {"alpha": 3, "beta": 2, "gamma": 1, "delta": 1}.items()
+    }
     assert idf["alpha"] < 0
     eps = 0.25 * sum(idf.values()) / len(idf)
     idf["alpha"] = eps

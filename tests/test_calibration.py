@@ -18,8 +18,9 @@ VOCAB = Vocabulary.from_texts(VOCAB_TEXTS)
 
 
 def ev(ce: float, cos: float = 0.5, turn: str = "error strip") -> RefusalEvidence:
-    return RefusalEvidence("full", best_cross_encoder=ce, best_cosine=cos,
-                           lexical=lexical_evidence(turn, VOCAB_TEXTS[0], VOCAB))
+    return RefusalEvidence(
+        "full", best_cross_encoder=ce, best_cosine=cos, lexical=lexical_evidence(turn, VOCAB_TEXTS[0], VOCAB)
+    )
 
 
 def test_synthetic_turns_come_from_titles_and_first_sentences():
@@ -46,11 +47,21 @@ def test_the_search_refuses_most_negatives_within_the_false_refusal_budget_and_o
 
 @pytest.fixture()
 def pool(tmp_path):
-    rows = [("what is the capital of Peru", "dev"), ("hello there", "dev"), ("asdf qwer zxcv", "dev"),
-            ("how do I bake sourdough bread", "test"), ("who won the 1998 world cup", "test")]
+    rows = [
+        ("what is the capital of Peru", "dev"),
+        ("hello there", "dev"),
+        ("asdf qwer zxcv", "dev"),
+        ("how do I bake sourdough bread", "test"),
+        ("who won the 1998 world cup", "test"),
+    ]
     path = tmp_path / "pool.jsonl"
-    path.write_text("".join(json.dumps({"id": f"p{i}", "text": t, "lang": "en", "category": "no_match",
-                                        "relevant": {}, "split": s}) + "\n" for i, (t, s) in enumerate(rows)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "text": t, "lang": "en", "category": "no_match", "relevant": {}, "split": s})
+            + "\n"
+            for i, (t, s) in enumerate(rows)
+        )
+    )
     return path
 
 
@@ -85,8 +96,12 @@ def test_a_corpus_whose_tokens_or_rule_changed_is_not_reused_and_others_keep_the
         chunks = [Chunk(f"c{n}#0", f"c{n}", "", "en", text) for n, text in enumerate(texts)]
         return calibration.calibration_key(chunks, s) == fingerprint(chunks, s.embedding_model, s.reranker_model)
 
-    assert key_kept("Keep insulin in the refrigerator.", "Olvidé la dosis, ¿qué hago?", "Não congele a insulina.",
-                    "β-blockers and α-glucosidase inhibitors")
+    assert key_kept(
+        "Keep insulin in the refrigerator.",
+        "Olvidé la dosis, ¿qué hago?",
+        "Não congele a insulina.",
+        "β-blockers and α-glucosidase inhibitors",
+    )
     assert not key_kept("Keep insulin in the refrigerator.", "Храните инсулин в холодильнике.")
     assert not key_kept("Keep insulin in the refrigerator.", "इंसुलिन को फ्रिज में रखें।")
     assert not key_kept("Keep insulin in the refrigerator.", "كَيْفَ أَحْفَظُ")
@@ -97,8 +112,9 @@ def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini,
     monkeypatch.setattr(calibration, "MAX_POSITIVES", 6)
     cards = load_cards(MINI_CARDS)
     seen = []
-    result = calibration.calibrate(mini, [], cards, mini_settings, name="mini", pool=pool,
-                                   progress=lambda done, total: seen.append((done, total)))
+    result = calibration.calibrate(
+        mini, [], cards, mini_settings, name="mini", pool=pool, progress=lambda done, total: seen.append((done, total))
+    )
     r = result.report
     assert r["answerable_origin"] == "synthetic" and r["turns"] == seen[-1][1] == seen[-1][0]
     assert set(r["levels"]) == {"full", "rrf_only", "dense_only"}
@@ -138,9 +154,16 @@ def test_the_data_tab_reports_a_stored_calibration_escaped(tmp_path, mini_settin
         data, _ = Registry(settings).add(MINI_CARDS, "mini-cal")
         assert "Not calibrated yet" in data_tab.calibration_html("mini-cal")
         row = {"answerable_fit": [0, 4], "answerable_held": [1, 2], "ood_fit": [3, 3], "ood_held": [2, 2]}
-        report = {"corpus": "mini-cal", "when": "now", "seconds": 1.5, "turns": 11, "answerable_origin": "synthetic",
-                  "embedder": settings.embedding_model, "reranker": settings.reranker_model,
-                  "levels": {"full": row}}
+        report = {
+            "corpus": "mini-cal",
+            "when": "now",
+            "seconds": 1.5,
+            "turns": 11,
+            "answerable_origin": "synthetic",
+            "embedder": settings.embedding_model,
+            "reranker": settings.reranker_model,
+            "levels": {"full": row},
+        }
         stored = calibration.Calibration(RefusalThresholds(source="calibrated for <b>mini</b>"), report)
         calibration.save(settings, data.chunks, stored)
         html = data_tab.calibration_html("mini-cal")
@@ -150,8 +173,7 @@ def test_the_data_tab_reports_a_stored_calibration_escaped(tmp_path, mini_settin
         handlers.use_base_settings(None)
 
 
-def test_a_calibration_stored_by_another_process_reaches_this_ones_open_retriever(tmp_path, mini_settings,
-                                                                                   monkeypatch):
+def test_a_calibration_stored_by_another_process_reaches_this_ones_open_retriever(tmp_path, mini_settings, monkeypatch):
     """The CLI's ``calibrate`` (or another app process on the store) re-runs a calibration: this process's open
     retriever uses it from its next read (CALIBRATION_REREAD_S), not only after a restart. The writer is a real
     second process on the same embedded Chroma."""

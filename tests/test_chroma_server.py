@@ -44,12 +44,24 @@ def test_an_uploaded_corpus_lives_on_the_server_and_is_deleted_there(mini_settin
     from retrieval.corpora import Registry, retriever_for, start_index
     from retrieval.dense import chroma_client
 
-    s = mini_settings.replace(chroma_host="127.0.0.1", chroma_port=server.port, chroma_path=str(tmp_path / "local"),
-                              data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "none"))
+    s = mini_settings.replace(
+        chroma_host="127.0.0.1",
+        chroma_port=server.port,
+        chroma_path=str(tmp_path / "local"),
+        data_dir=str(tmp_path / "data"),
+        data_root=str(tmp_path / "none"),
+    )
     cards = tmp_path / "team.jsonl"
-    cards.write_text("".join(json.dumps(c) + "\n" for c in [
-        {"id": "t-water", "title": "Water", "text": "Drink a full glass of water with every tablet."},
-        {"id": "t-alarm", "title": "Alarm", "text": "Set a phone alarm for the evening dose."}]), encoding="utf-8")
+    cards.write_text(
+        "".join(
+            json.dumps(c) + "\n"
+            for c in [
+                {"id": "t-water", "title": "Water", "text": "Drink a full glass of water with every tablet."},
+                {"id": "t-alarm", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
+            ]
+        ),
+        encoding="utf-8",
+    )
     registry = Registry(s)
     data, _ = registry.add(cards, copy=True)
     snap = start_index(data, s).wait(600)

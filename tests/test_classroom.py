@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from retrieval.evaluation.lab import (CLASS_EXAMPLE, CONSENSUS_EXAMPLE, RAW_EXAMPLE, classroom, k_curve,
-                                      parse_ranking, parse_scored, raw_sum, score_fusions)
+from retrieval.evaluation.lab import (
+    CLASS_EXAMPLE,
+    CONSENSUS_EXAMPLE,
+    RAW_EXAMPLE,
+    classroom,
+    k_curve,
+    parse_ranking,
+    parse_scored,
+    raw_sum,
+    score_fusions,
+)
 
 
 def test_class_example_exact_sums():
@@ -254,8 +262,11 @@ def test_contributions_chart_escapes_list_names_and_ids():
 
     *_, contrib, _ = update_classroom(LINK, "A, <b>B</b>", 1.0, STYLED, "A", 1.0, 'Say "x"', "B", 1.0, 60)
     names = [tr.name for tr in contrib.data]
-    assert names == ['&lt;a href="https://evil.example/"&gt;click&lt;/a&gt;',
-                     '&lt;span style="font-size:60px"&gt;big&lt;/span&gt;', 'Say "x"']
+    assert names == [
+        '&lt;a href="https://evil.example/"&gt;click&lt;/a&gt;',
+        '&lt;span style="font-size:60px"&gt;big&lt;/span&gt;',
+        'Say "x"',
+    ]
     assert "&lt;b&gt;B&lt;/b&gt;" in contrib.data[0].x and not any("<" in doc for doc in contrib.data[0].x)
     # user text never sits in a hovertemplate, where plotly would substitute %{...} in it
     assert all("evil" not in tr.hovertemplate and "Say" not in tr.hovertemplate for tr in contrib.data)

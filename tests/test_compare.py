@@ -8,8 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from retrieval.compare import (PRESETS, changed_settings, diff_lists, diff_results, preset_values, stage_ids,
-                               summarize)
+from retrieval.compare import PRESETS, changed_settings, diff_lists, diff_results, preset_values, stage_ids, summarize
 from retrieval.evaluation.compare import fixed_and_broken, list_metrics, stage_metrics
 from retrieval.evaluation.evaluate import ranked_parents
 from retrieval.evaluation.metrics import score_turn
@@ -59,20 +58,38 @@ def fused(cid: str, rank: int, bm25: int | None, dense: int | None, w: dict[str,
     return FusedHit(cid, cid.split("#")[0], rank, sum(contrib.values()), ranks, contrib)
 
 
-def result(settings: Settings, bm25: list[str], dense: list[str], k: int, w: dict[str, float],
-           reranked: list[tuple[str, int]] = (), path: str = "full") -> RetrievalResult:
+def result(
+    settings: Settings,
+    bm25: list[str],
+    dense: list[str],
+    k: int,
+    w: dict[str, float],
+    reranked: list[tuple[str, int]] = (),
+    path: str = "full",
+) -> RetrievalResult:
     ranks = {br: {c: i for i, c in enumerate(lst, 1)} for br, lst in (("bm25", bm25), ("dense", dense))}
-    ids = sorted(set(bm25) | set(dense),
-                 key=lambda c: -sum(w[br] / (k + ranks[br][c]) for br in ranks if c in ranks[br]))
+    ids = sorted(
+        set(bm25) | set(dense), key=lambda c: -sum(w[br] / (k + ranks[br][c]) for br in ranks if c in ranks[br])
+    )
     fz = tuple(fused(c, i, ranks["bm25"].get(c), ranks["dense"].get(c), w, k) for i, c in enumerate(ids, 1))
     rr = tuple(RerankedHit(c, c.split("#")[0], i, 1.0 - i / 10, fr) for i, (c, fr) in enumerate(reranked, 1))
     order = [c for c, _ in reranked] + [c for c in ids if c not in dict(reranked)]
     final = tuple(FinalHit(c, c.split("#")[0], i, 0.0, 0.9) for i, c in enumerate(order[:3], 1))
-    return RetrievalResult(query="q", hybrid_path=path, reason="why", bm25=BranchResult(
-        "bm25", tuple(Hit(c, c.split("#")[0], i, 1.0) for i, c in enumerate(bm25, 1))),
+    return RetrievalResult(
+        query="q",
+        hybrid_path=path,
+        reason="why",
+        bm25=BranchResult("bm25", tuple(Hit(c, c.split("#")[0], i, 1.0) for i, c in enumerate(bm25, 1))),
         dense=BranchResult("dense", tuple(Hit(c, c.split("#")[0], i, 1.0) for i, c in enumerate(dense, 1))),
-        fused=fz, reranked=rr, final=final, cut=(), consensus=(), timings_ms={}, settings=settings.to_dict(),
-        weights=w)
+        fused=fz,
+        reranked=rr,
+        final=final,
+        cut=(),
+        consensus=(),
+        timings_ms={},
+        settings=settings.to_dict(),
+        weights=w,
+    )
 
 
 BM25 = ["y#0", "x#0", "z#0"]
@@ -98,23 +115,27 @@ def test_summary_attributes_each_side_s_weights_to_its_own_weighting():
     """A's turn weighting (auto: a long turn, dense x3) against B's (off): each reason goes with its own side."""
     a_s = Settings(rrf_k=10, bm25_weight=1.0, dense_weight=1.0, reranker_max_input=0, query_weighting="auto")
     b_s = a_s.replace(query_weighting="off")
-    a = replace(result(a_s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 3.0}),
-                weight_reason="long plain-language turn: dense weight x3")
-    b = replace(result(b_s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 1.0}),
-                weight_reason="fixed weights (QUERY_WEIGHTING=off)")
+    a = replace(
+        result(a_s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 3.0}),
+        weight_reason="long plain-language turn: dense weight x3",
+    )
+    b = replace(
+        result(b_s, BM25, DENSE, 10, {"bm25": 1.0, "dense": 1.0}), weight_reason="fixed weights (QUERY_WEIGHTING=off)"
+    )
     assert stage_ids(a, "final")[0] == "z" and stage_ids(b, "final")[0] == "y"
     text = summarize(a, b)
     assert "query_weighting auto → off" in text and "its BM25 weight is 1, and it is BM25's #1" in text
-    assert ("A weighs BM25 1 and dense 3 (long plain-language turn: dense weight x3); B weighs them 1 and 1 "
-            "(fixed weights (QUERY_WEIGHTING=off))") in text
+    assert (
+        "A weighs BM25 1 and dense 3 (long plain-language turn: dense weight x3); B weighs them 1 and 1 "
+        "(fixed weights (QUERY_WEIGHTING=off))"
+    ) in text
 
 
 def test_summary_tells_a_shortened_or_lengthened_list_from_a_changed_one():
     s = Settings(rrf_k=10, reranker_max_input=0)
     long_bm25, long_dense = ["a#0", "b#0", "c#0", "d#0", "e#0"], ["c#0", "a#0", "f#0", "g#0"]
     a = result(s, long_bm25, long_dense, 10, {"bm25": 1.0, "dense": 1.0})
-    b = result(s.replace(candidate_multiplier=1), long_bm25[:3], ["c#0", "f#0", "a#0"], 10,
-               {"bm25": 1.0, "dense": 1.0})
+    b = result(s.replace(candidate_multiplier=1), long_bm25[:3], ["c#0", "f#0", "a#0"], 10, {"bm25": 1.0, "dense": 1.0})
     text = summarize(a, b).split("Changes per stage: ")[1]
     assert "BM25: B keeps 3 of A's 5: the same order, cut at 3" in text
     assert "dense: 0 entered, 1 left, 2 moved (A lists 4, B 3)" in text
@@ -145,8 +166,13 @@ def test_summary_of_identical_results_says_so():
 def test_changed_settings_and_presets():
     a = Settings(rrf_k=10).to_dict()
     assert changed_settings(a, {**a, "rrf_k": 60}) == [("rrf_k", 10, 60)]
-    defaults = {"rrf_k": 10, "reranker_max_input": 20, "hybrid_enabled": True, "bm25_tokenizer": "snowball",
-                "dense_weight": 2.0}
+    defaults = {
+        "rrf_k": 10,
+        "reranker_max_input": 20,
+        "hybrid_enabled": True,
+        "bm25_tokenizer": "snowball",
+        "dense_weight": 2.0,
+    }
     mine = {**defaults, "rrf_k": 3, "dense_weight": 5.0}
     assert preset_values("tuned defaults", mine, defaults) == defaults
     assert preset_values("k=60", mine, defaults) == {**mine, "rrf_k": 60}
@@ -173,7 +199,7 @@ def test_list_metrics_equal_the_evaluators_on_random_lists():
         want = score_turn(ranked, qrels)
         assert got["ndcg@10"] == want["ndcg@10"] and got["recall@10"] == want["recall@10"]
         first = got["first_relevant"]
-        assert (want["mrr@10"] == 0 if first is None or first > 10 else want["mrr@10"] == pytest.approx(1 / first))
+        assert want["mrr@10"] == 0 if first is None or first > 10 else want["mrr@10"] == pytest.approx(1 / first)
 
 
 def test_unlabeled_lists_have_no_metric_not_a_zero():
@@ -193,7 +219,14 @@ def test_stage_metrics_score_the_evaluators_parent_lists():
 
 
 def test_fixed_and_broken_sorts_by_the_change():
-    report = {"turns": [{"id": "q1", "delta": 0.5}, {"id": "q2", "delta": -0.25}, {"id": "q3", "delta": 0.0},
-                        {"id": "q4", "delta": None}, {"id": "q5", "delta": -0.75}]}
+    report = {
+        "turns": [
+            {"id": "q1", "delta": 0.5},
+            {"id": "q2", "delta": -0.25},
+            {"id": "q3", "delta": 0.0},
+            {"id": "q4", "delta": None},
+            {"id": "q5", "delta": -0.75},
+        ]
+    }
     assert [t["id"] for t in fixed_and_broken(report)] == ["q5", "q2", "q1"]
     assert [t["id"] for t in fixed_and_broken(report, "-delta")] == ["q1", "q2", "q5"]

@@ -25,8 +25,11 @@ def test_each_side_is_what_eval_reports_for_that_configuration(mini, mini_settin
     for side, settings in (("a", mini_settings), ("b", b)):
         want = evaluate(ds, mini, settings, refusals=False, seed=3, resamples=1000)["configs"]
         assert report[side] == want
-    assert report["changed"] == {"rrf_k": {"a": 10, "b": 1}, "dense_weight": {"a": 2.0, "b": 0.5},
-                                 "reranker_max_input": {"a": mini_settings.reranker_max_input, "b": 0}}
+    assert report["changed"] == {
+        "rrf_k": {"a": 10, "b": 1},
+        "dense_weight": {"a": 2.0, "b": 0.5},
+        "reranker_max_input": {"a": mini_settings.reranker_max_input, "b": 0},
+    }
 
 
 def test_per_turn_scores_and_the_paired_test(mini, mini_settings, ab):
@@ -57,8 +60,7 @@ def test_the_same_configuration_on_both_sides_changes_nothing(mini, mini_setting
 
 def test_cli_eval_compare_json(tmp_path):
     folder = labeled_mini_folder(tmp_path)
-    out = run_cli("eval", "--compare", "rrf_k=60,DENSE_WEIGHT=1", "--json", "--resamples", "500",
-                  tmp_path=folder)
+    out = run_cli("eval", "--compare", "rrf_k=60,DENSE_WEIGHT=1", "--json", "--resamples", "500", tmp_path=folder)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert {"a", "b", "turns", "significance"} <= set(data)
@@ -78,9 +80,15 @@ def test_turn_links_carry_the_corpus_except_the_shipped_one():
     from inspector import compare_eval, handlers
 
     a = handlers.default_controls()
-    report = {"controls": {"a": a, "b": {**a, "rrf_k": 60}}, "corpus": "tinybeir", "dataset": "tinybeir",
-              "turns": [{"id": "q<1>", "text": "why <b>x</b> & y", "a_ndcg@10": 1.0, "b_ndcg@10": 0.5, "delta": -0.5},
-                        {"id": "q2", "text": "same", "a_ndcg@10": 1.0, "b_ndcg@10": 1.0, "delta": 0.0}]}
+    report = {
+        "controls": {"a": a, "b": {**a, "rrf_k": 60}},
+        "corpus": "tinybeir",
+        "dataset": "tinybeir",
+        "turns": [
+            {"id": "q<1>", "text": "why <b>x</b> & y", "a_ndcg@10": 1.0, "b_ndcg@10": 0.5, "delta": -0.5},
+            {"id": "q2", "text": "same", "a_ndcg@10": 1.0, "b_ndcg@10": 1.0, "delta": 0.0},
+        ],
+    }
     out = compare_eval.turns_html(report)
     assert out.count("class='ab-open'") == 1 and "corpus=tinybeir" in out and "b.rrf_k=60" in out
     assert "<b>x</b>" not in out and "why &lt;b&gt;x&lt;/b&gt; &amp; y" in out and "q&lt;1&gt;" in out
@@ -106,13 +114,19 @@ def test_a_vs_b_in_the_tab_scores_b_on_an_index_of_bs_model(tmp_path, mini_setti
     from retrieval.pipeline import get_retriever
 
     folder = labeled_mini_folder(tmp_path)
-    base = mini_settings.replace(corpus_path=str(folder / "corpus" / "cards.jsonl"),
-                                 chroma_path=str(tmp_path / "chroma"))
+    base = mini_settings.replace(
+        corpus_path=str(folder / "corpus" / "cards.jsonl"), chroma_path=str(tmp_path / "chroma")
+    )
     handlers.use_base_settings(base)
     seen = []
     try:
-        report = compare_eval.run_ab("tuned defaults", "", "tuned defaults", f"embedding_model={OTHER_MODEL}",
-                                     progress=lambda done, total, label: seen.append(label))
+        report = compare_eval.run_ab(
+            "tuned defaults",
+            "",
+            "tuned defaults",
+            f"embedding_model={OTHER_MODEL}",
+            progress=lambda done, total, label: seen.append(label),
+        )
         sb = handlers.build_settings(report["controls"]["b"])
         alone = evaluate(mini_dataset(), get_retriever(sb), sb, refusals=False)["configs"]["dense"]
     finally:
@@ -120,8 +134,9 @@ def test_a_vs_b_in_the_tab_scores_b_on_an_index_of_bs_model(tmp_path, mini_setti
     assert report["b"]["dense"] == alone and report["b"]["dense"] != report["a"]["dense"]
     assert report["b_index"] == {"embedding_model": OTHER_MODEL, "built": True}
     assert "indexing B's model" in seen
-    assert f"B scored on its own index of {OTHER_MODEL} (indexed for this comparison)" in \
-        compare_eval.summary_html(report)
+    assert f"B scored on its own index of {OTHER_MODEL} (indexed for this comparison)" in compare_eval.summary_html(
+        report
+    )
 
 
 def test_compare_mode_runs_b_on_its_own_models_index(ui):
@@ -145,8 +160,9 @@ def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_
     from inspector import compare_view, handlers
     from retrieval.corpora import Registry, start_index
 
-    base = mini_settings.replace(chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
-                                 data_root=str(tmp_path / "eval"))
+    base = mini_settings.replace(
+        chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval")
+    )
     cards = tmp_path / "cards.jsonl"
     cards.write_text('{"id": "p1", "title": "Pump tubing", "text": "Clean the pump tubing weekly with warm water."}\n')
     handlers.use_base_settings(base)
@@ -154,8 +170,17 @@ def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_
         data, _ = Registry(base).add(cards, "tubing")
         assert start_index(data, base).wait(300)["status"] == "done"
         a = handlers.default_controls()
-        view = compare_view.refresh("clean the pump tubing", True, None, None, None, "",
-                                    *a.values(), *{**a, "embedding_model": OTHER_MODEL}.values(), "tubing")[0]
+        view = compare_view.refresh(
+            "clean the pump tubing",
+            True,
+            None,
+            None,
+            None,
+            "",
+            *a.values(),
+            *{**a, "embedding_model": OTHER_MODEL}.values(),
+            "tubing",
+        )[0]
     finally:
         handlers.use_base_settings(None)
     assert f"Configuration B: corpus &#x27;tubing&#x27; is not indexed for {OTHER_MODEL}" in view
@@ -169,8 +194,9 @@ def test_the_full_shipped_a_vs_b_tuned_defaults_against_the_adr_recipe(shipped, 
     from retrieval.settings import ADR_RECIPE
 
     ds = load_shipped(shipped_settings.corpus_path)
-    report = compare_configs(ds, shipped, shipped_settings, shipped_settings.replace(**ADR_RECIPE), seed=0,
-                             resamples=2000)
+    report = compare_configs(
+        ds, shipped, shipped_settings, shipped_settings.replace(**ADR_RECIPE), seed=0, resamples=2000
+    )
     assert len(report["turns"]) == len(ds.queries) == 71
     assert "rrf_k" in report["changed"] and "rerank_mode" in report["changed"]
     deltas = [t["delta"] for t in report["turns"] if t["delta"] is not None]

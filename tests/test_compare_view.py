@@ -24,8 +24,9 @@ def test_each_side_reruns_only_when_its_own_inputs_change(ui, monkeypatch):
     calls: list[dict] = []
     real = handlers.execute
     monkeypatch.setattr(handlers, "execute", lambda q, c, *a: calls.append(dict(c)) or real(q, c, *a))
-    html, boxes, kept, link, _ = compare_view.refresh(TURN, True, {}, {}, None, "http://h/",
-                                                      *values(), *values(rrf_k=60))
+    html, boxes, kept, link, _ = compare_view.refresh(
+        TURN, True, {}, {}, None, "http://h/", *values(), *values(rrf_k=60)
+    )
     assert len(calls) == 2 and 'id="cmp-rrf-b"' in html and "rrf_k 10 → 60" in html
     assert link.startswith("http://h/?q=GlucoSense") and "b.rrf_k=60" in link and "compare=1" in link
     calls.clear()
@@ -61,8 +62,9 @@ def test_ticked_cards_replace_the_labels_and_no_ticks_mean_no_metric(ui):
     html, boxes, _, _, _ = compare_view.refresh(TURN, True, ticked, kept, None, "", *values(), *values(rrf_k=60))
     assert "nDCG@10 1.000" in html and "first relevant #1" in html and "this session&#x27;s marks" in html
     assert top in [c[1] for c in boxes.choices] or top in str(boxes.choices)
-    html, _, _, _, _ = compare_view.refresh(TURN, True, compare_view.tick(TURN, [], ticked), kept, None, "",
-                                         *values(), *values(rrf_k=60))
+    html, _, _, _, _ = compare_view.refresh(
+        TURN, True, compare_view.tick(TURN, [], ticked), kept, None, "", *values(), *values(rrf_k=60)
+    )
     assert "nDCG@10" not in html
 
 
@@ -89,22 +91,25 @@ def test_the_export_follows_the_page_link_with_b_and_the_explained_document(ui):
     """The page's export records the page's own link: A, B, compare on and the explained document (not only A)."""
     view = handlers.run_turn(TURN, *values(rrf_k=7))
     kept: dict = {}
-    out = compare_view.refresh(TURN, True, {}, kept, "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=60), "",
-                               view.last_turn)
+    out = compare_view.refresh(
+        TURN, True, {}, kept, "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=60), "", view.last_turn
+    )
     link, export = out[3], out[4]
     record = json.loads(Path(export).read_text(encoding="utf-8"))
     assert record["link"] == link and link.startswith("http://h/?")
     page, problems = state.decode(state.parse_query_string(link.split("?", 1)[1]), handlers.default_controls())
     assert problems == [] and page.compare and page.a["rrf_k"] == 7 and page.b["rrf_k"] == 60 and page.doc == "x#0"
     assert record["inputs"]["rrf_k"] == 7 and record["result"]["query"] == TURN
-    again = compare_view.refresh(TURN, True, {}, out[2], "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=60), "",
-                                 view.last_turn)
+    again = compare_view.refresh(
+        TURN, True, {}, out[2], "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=60), "", view.last_turn
+    )
     assert again[4] is not None and again[3] == link  # same turn, same link: the export is not written again
     import gradio as gr
 
     assert again[4] == gr.skip()
-    moved = compare_view.refresh(TURN, True, {}, again[2], "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=20),
-                                 "", view.last_turn)
+    moved = compare_view.refresh(
+        TURN, True, {}, again[2], "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=20), "", view.last_turn
+    )
     assert json.loads(Path(moved[4]).read_text(encoding="utf-8"))["link"] == moved[3] and "b.rrf_k=20" in moved[3]
 
 
@@ -113,15 +118,20 @@ def data_root_ui(tmp_path, mini_settings):
     """The inspector's base settings with a data root holding a small BEIR folder (``set``) of 200 documents."""
     folder = tmp_path / "eval" / "set"
     (folder / "qrels").mkdir(parents=True)
-    docs = [{"_id": f"d{i}", "title": f"Note {i}", "text": f"Reminder number {i}: take dose {i} with water."}
-            for i in range(200)]
+    docs = [
+        {"_id": f"d{i}", "title": f"Note {i}", "text": f"Reminder number {i}: take dose {i} with water."}
+        for i in range(200)
+    ]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "Dose 7 With Water"}) + "\n",
-                                          encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "Dose 7 With Water"}) + "\n", encoding="utf-8"
+    )
     (folder / "qrels" / "test.tsv").write_text("q1\td7\t1\n", encoding="utf-8")
-    handlers.use_base_settings(mini_settings.replace(chroma_path=str(tmp_path / "chroma"),
-                                                     data_dir=str(tmp_path / "data"),
-                                                     data_root=str(tmp_path / "eval")))
+    handlers.use_base_settings(
+        mini_settings.replace(
+            chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval")
+        )
+    )
     yield tmp_path
     handlers.use_base_settings(None)
 
@@ -153,8 +163,9 @@ def test_a_link_opens_its_corpus_or_says_why_not(data_root_ui, monkeypatch):
         assert "'set'" not in problem and "set," not in problem and "shipped," not in problem
     assert compare_view.link_corpus("") == (gr.skip(), None)
     # compare mode on that corpus: both sides run on it, its labeled turn marks the relevant card, the link names it
-    html, _, kept, link, _ = compare_view.refresh("dose 7 with water", True, {}, {}, None, "",
-                                                  *values(), *values(rrf_k=60), "set")
+    html, _, kept, link, _ = compare_view.refresh(
+        "dose 7 with water", True, {}, {}, None, "", *values(), *values(rrf_k=60), "set"
+    )
     assert "corpus=set" in link and "nDCG@10" in html and 'data-id="d7#0"' in html
     assert all(h.parent_id.startswith("d") for h in kept["b"]["result"].final)
 
@@ -162,24 +173,35 @@ def test_a_link_opens_its_corpus_or_says_why_not(data_root_ui, monkeypatch):
 def test_a_link_keeps_b_s_preset_and_reopening_selects_it(ui):
     """B from a preset: the page's link says b=PRESET, and opening it puts the preset back in B's dropdown with
     B's values (a real starlette request carrying the link as its Referer, as the browser sends it)."""
+    import gradio as gr
     from starlette.requests import Request
 
-    import gradio as gr
     from retrieval.compare import preset_values
     from retrieval.settings import CONTROLS
 
     defaults = handlers.default_controls()
     b = preset_values("ADR recipe", defaults, defaults)
-    _, _, _, link, _ = compare_view.refresh(TURN, False, {}, {}, None, "http://h/", *values(),
-                                            *(b[n] for n in CONTROLS), "", None, "ADR recipe")
+    _, _, _, link, _ = compare_view.refresh(
+        TURN, False, {}, {}, None, "http://h/", *values(), *(b[n] for n in CONTROLS), "", None, "ADR recipe"
+    )
     assert "b=" not in link and "compare" not in link  # compare off: no B in the link
-    _, _, _, link, _ = compare_view.refresh(TURN, True, {}, {}, None, "http://h/", *values(),
-                                            *(b[n] for n in CONTROLS), "", None, "ADR recipe")
+    _, _, _, link, _ = compare_view.refresh(
+        TURN, True, {}, {}, None, "http://h/", *values(), *(b[n] for n in CONTROLS), "", None, "ADR recipe"
+    )
     assert "b=ADR+recipe" in link and "compare=1" in link
-    request = gr.Request(Request({"type": "http", "method": "GET", "path": "/", "query_string": b"",
-                                  "headers": [(b"referer", link.encode()), (b"host", b"h")]}))
+    request = gr.Request(
+        Request(
+            {
+                "type": "http",
+                "method": "GET",
+                "path": "/",
+                "query_string": b"",
+                "headers": [(b"referer", link.encode()), (b"host", b"h")],
+            }
+        )
+    )
     restored = compare_view.restore(request)
     n = len(CONTROLS)
     assert restored[0] == TURN and restored[1 + n] is True and restored[-1] == "ADR recipe"
-    assert dict(zip(CONTROLS, restored[2 + n: 2 + 2 * n])) == b
+    assert dict(zip(CONTROLS, restored[2 + n : 2 + 2 * n])) == b
     assert restored[-5] == ""  # no problem to report

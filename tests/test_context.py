@@ -7,8 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from retrieval.context import build_context, card_block, count_tokens, parent_texts
-from retrieval.context import REFUSAL
+from retrieval.context import REFUSAL, build_context, card_block, count_tokens, parent_texts
 from retrieval.types import BranchResult, Chunk, FinalHit, RetrievalResult
 
 CHUNKS = (
@@ -23,8 +22,19 @@ CHUNKS = (
 def result(final_ids: list[str], path: str = "full") -> RetrievalResult:
     final = tuple(FinalHit(f"{pid}#0", pid, rank, 1.0, 0.7) for rank, pid in enumerate(final_ids, start=1))
     ok = BranchResult("bm25")
-    return RetrievalResult(query="q", hybrid_path=path, reason="", bm25=ok, dense=BranchResult("dense"), fused=(),
-                           reranked=(), final=final, cut=(), consensus=(), timings_ms={})
+    return RetrievalResult(
+        query="q",
+        hybrid_path=path,
+        reason="",
+        bm25=ok,
+        dense=BranchResult("dense"),
+        fused=(),
+        reranked=(),
+        final=final,
+        cut=(),
+        consensus=(),
+        timings_ms={},
+    )
 
 
 def test_count_tokens_is_words_times_1_3_rounded_up():
@@ -44,9 +54,11 @@ def test_context_wraps_each_card_in_rank_order_with_full_parent_text():
     ctx = build_context(result(["d", "a"]), CHUNKS, budget=1000)
     assert not ctx.refused
     assert [c.card_id for c in ctx.cards] == ["d", "a"]
-    assert ctx.text == ('<card id="d" title="Card D">\nshort text here\n</card>\n\n'
-                        '<card id="a" title="Card A">\n'
-                        "one two three four five six seven eight nine ten eleven twelve\n</card>")
+    assert ctx.text == (
+        '<card id="d" title="Card D">\nshort text here\n</card>\n\n'
+        '<card id="a" title="Card A">\n'
+        "one two three four five six seven eight nine ten eleven twelve\n</card>"
+    )
     assert ctx.tokens == count_tokens(ctx.text)
     assert ctx.dropped == ()
 

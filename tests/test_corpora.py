@@ -52,8 +52,13 @@ def test_cards_jsonl_with_optional_lang_and_topic(tmp_path):
 def test_beir_folder_with_queries_and_qrels(tmp_path):
     folder = tmp_path / "tiny"
     (folder / "qrels").mkdir(parents=True)
-    jsonl(folder / "corpus.jsonl", [{"_id": "d1", "title": "Aspirin", "text": "Aspirin thins the blood."},
-                                    {"_id": "d2", "title": "", "text": "Statins lower cholesterol."}])
+    jsonl(
+        folder / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "Aspirin", "text": "Aspirin thins the blood."},
+            {"_id": "d2", "title": "", "text": "Statins lower cholesterol."},
+        ],
+    )
     jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "what lowers cholesterol"}, {"_id": "q2", "text": "x"}])
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n", encoding="utf-8")
     loaded = load_any(folder)
@@ -64,10 +69,14 @@ def test_beir_folder_with_queries_and_qrels(tmp_path):
 
 
 def test_beir_zip_is_read_in_memory(tmp_path):
-    path = make_zip(tmp_path / "set.zip", {
-        "tiny/corpus.jsonl": json.dumps({"_id": "d1", "title": "T", "text": "Some text."}) + "\n",
-        "tiny/queries.jsonl": json.dumps({"_id": "q1", "text": "some"}) + "\n",
-        "tiny/qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t2\n"})
+    path = make_zip(
+        tmp_path / "set.zip",
+        {
+            "tiny/corpus.jsonl": json.dumps({"_id": "d1", "title": "T", "text": "Some text."}) + "\n",
+            "tiny/queries.jsonl": json.dumps({"_id": "q1", "text": "some"}) + "\n",
+            "tiny/qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t2\n",
+        },
+    )
     loaded = load_any(path)
     assert loaded.format == "beir" and loaded.queries[0].relevant == {"d1": 2}
     assert not (tmp_path / "tiny").exists()  # nothing unpacked to disk
@@ -76,23 +85,33 @@ def test_beir_zip_is_read_in_memory(tmp_path):
 @pytest.mark.parametrize("delimiter,suffix", [(",", "csv"), ("\t", "tsv")])
 def test_csv_and_tsv_headers_match_in_any_case(tmp_path, delimiter, suffix):
     path = tmp_path / f"cards.{suffix}"
-    path.write_text(delimiter.join(["ID", "Title", "TEXT", "Lang"]) + "\n"
-                    + delimiter.join(["a1", "First", "One sentence. Two sentences.", "pt"]) + "\n", encoding="utf-8")
+    path.write_text(
+        delimiter.join(["ID", "Title", "TEXT", "Lang"])
+        + "\n"
+        + delimiter.join(["a1", "First", "One sentence. Two sentences.", "pt"])
+        + "\n",
+        encoding="utf-8",
+    )
     loaded = load_any(path)
     assert loaded.format == suffix and [(c.id, c.title, c.lang) for c in loaded.cards] == [("a1", "First", "pt")]
 
 
 def test_zip_of_markdown_and_text_one_card_per_file(tmp_path):
-    path = make_zip(tmp_path / "notes.zip", {
-        "notes/insulin.md": "# Insulin storage\n\nKeep unopened pens in the fridge.\n",
-        "notes/walk.txt": "Walk after meals.\n",
-        "notes/image.png": b"\x89PNG",
-        "__MACOSX/notes/._insulin.md": "junk"})
+    path = make_zip(
+        tmp_path / "notes.zip",
+        {
+            "notes/insulin.md": "# Insulin storage\n\nKeep unopened pens in the fridge.\n",
+            "notes/walk.txt": "Walk after meals.\n",
+            "notes/image.png": b"\x89PNG",
+            "__MACOSX/notes/._insulin.md": "junk",
+        },
+    )
     loaded = load_any(path)
     assert loaded.format == "zip-text"
     assert [(c.id, c.title, c.text) for c in loaded.cards] == [
-        ("notes/insulin", "Insulin storage", "Keep unopened pens in the fridge."), ("notes/walk", "walk",
-                                                                                    "Walk after meals.")]
+        ("notes/insulin", "Insulin storage", "Keep unopened pens in the fridge."),
+        ("notes/walk", "walk", "Walk after meals."),
+    ]
     assert "1 entries that are not .txt/.md were skipped" in loaded.notes[0]
 
 
@@ -202,8 +221,10 @@ def test_zip_bomb_is_refused_before_unpacking(tmp_path):
     assert path.stat().st_size < 100_000
     with pytest.raises(LoadError) as exc:
         load_any(path, Limits(max_unpacked_mb=5))
-    assert "bomb.zip: the zip would unpack to 10.0 MB; the limit is 5 MB (MAX_UNPACKED_MB). Nothing was unpacked." \
+    assert (
+        "bomb.zip: the zip would unpack to 10.0 MB; the limit is 5 MB (MAX_UNPACKED_MB). Nothing was unpacked."
         in problems(exc)
+    )
 
 
 def test_zip_with_too_many_entries_is_refused(tmp_path):
@@ -221,7 +242,9 @@ def test_oversize_upload_is_refused(tmp_path):
 
 
 def test_card_too_long_and_too_many_cards(tmp_path):
-    path = jsonl(tmp_path / "cards.jsonl", [{**CARD, "id": f"c{i}", "text": "x" * (50 if i else 200)} for i in range(4)])
+    path = jsonl(
+        tmp_path / "cards.jsonl", [{**CARD, "id": f"c{i}", "text": "x" * (50 if i else 200)} for i in range(4)]
+    )
     with pytest.raises(LoadError) as exc:
         load_any(path, Limits(max_card_chars=100, max_cards=2))
     text = problems(exc)
@@ -257,8 +280,14 @@ def registry_settings(tmp_path):
     jsonl(beir / "corpus.jsonl", [{"_id": "d1", "title": "Aspirin", "text": "Aspirin thins the blood."}])
     jsonl(beir / "queries.jsonl", [{"_id": "q1", "text": "blood thinner"}])
     (beir / "qrels" / "test.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
-    return Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
-                    data_root=str(tmp_path / "eval"), min_similarity=0.3, **PATIENT)
+    return Settings(
+        corpus_path=str(MINI_CARDS),
+        chroma_path=str(tmp_path / "chroma"),
+        data_dir=str(tmp_path / "data"),
+        data_root=str(tmp_path / "eval"),
+        min_similarity=0.3,
+        **PATIENT,
+    )
 
 
 def test_registry_lists_shipped_indexed_and_beir_and_reuses_same_content(registry_settings, tmp_path):
@@ -271,7 +300,9 @@ def test_registry_lists_shipped_indexed_and_beir_and_reuses_same_content(registr
     upload.unlink()  # the upload's temporary file goes away: the corpus opens from the store alone
     corpora._LOADED.clear()
     fresh = Registry(registry_settings).load(Registry(registry_settings).get("my-cards"))
-    assert fresh.cards == data.cards and fresh.chunks == data.chunks and fresh.entry.fingerprint == data.entry.fingerprint
+    assert (
+        fresh.cards == data.cards and fresh.chunks == data.chunks and fresh.entry.fingerprint == data.entry.fingerprint
+    )
     upload = jsonl(upload, [CARD])
     again, new = reg.add(upload, display="other name.jsonl", copy=True)
     assert not new and again.entry.name == "my-cards"
@@ -315,8 +346,10 @@ def test_failed_upload_changes_nothing(registry_settings, tmp_path):
 
 def test_index_job_shared_by_two_requests_then_query_then_delete(registry_settings, tmp_path):
     reg = Registry(registry_settings)
-    path = jsonl(tmp_path / "cards.jsonl", [CARD, {**CARD, "id": "c2", "title": "Water",
-                                                   "text": "Drink a glass of water with each tablet."}])
+    path = jsonl(
+        tmp_path / "cards.jsonl",
+        [CARD, {**CARD, "id": "c2", "title": "Water", "text": "Drink a glass of water with each tablet."}],
+    )
     data, _ = reg.add(path, copy=True)
     job = start_index(data, registry_settings)
     assert start_index(data, registry_settings) is job  # a second request attaches to the same job
@@ -340,8 +373,11 @@ def test_the_number_of_corpora_kept_is_capped(registry_settings, tmp_path):
     reg = Registry(registry_settings, Limits(max_corpora=1))
     first = jsonl(tmp_path / "one.jsonl", [CARD])
     data, _ = reg.add(first, copy=True)
-    with pytest.raises(LoadError, match=r"two.jsonl: this app already keeps 1 corpora, its limit \(MAX_CORPORA=1\); "
-                                        "delete one in the Data tab first"):
+    with pytest.raises(
+        LoadError,
+        match=r"two.jsonl: this app already keeps 1 corpora, its limit \(MAX_CORPORA=1\); "
+        "delete one in the Data tab first",
+    ):
         reg.add(jsonl(tmp_path / "two.jsonl", [{**CARD, "id": "c9"}]), copy=True)
     assert reg.add(first, copy=True)[1] is False  # the same content: reused, not a new corpus
     reg.delete(data.entry.name)
@@ -378,17 +414,28 @@ def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path):
 
     folder = tmp_path / "set"
     (folder / "qrels").mkdir(parents=True)
-    jsonl(folder / "corpus.jsonl", [{"_id": "d1", "title": "Water", "text": "Drink a glass of water with each tablet."},
-                                    {"_id": "d2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
-                                    {"_id": "d3", "title": "Travel", "text": "Pack spare doses in hand luggage."}])
+    jsonl(
+        folder / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "Water", "text": "Drink a glass of water with each tablet."},
+            {"_id": "d2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
+            {"_id": "d3", "title": "Travel", "text": "Pack spare doses in hand luggage."},
+        ],
+    )
     jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "glass of water with pills"}])
     (folder / "qrels" / "test.tsv").write_text("q1\td1\t1\n", encoding="utf-8")
-    env = {**os.environ, "DATA_DIR": str(tmp_path / "data"), "CHROMA_PATH": str(tmp_path / "chroma"),
-           "DATA_ROOT": str(tmp_path / "none"), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "DATA_DIR": str(tmp_path / "data"),
+        "CHROMA_PATH": str(tmp_path / "chroma"),
+        "DATA_ROOT": str(tmp_path / "none"),
+        "HF_HUB_OFFLINE": "1",
+    }
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True, text=True, env=env,
-                              cwd=ROOT, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "retrieval", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+        )
 
     out = cli("index", str(folder), "--name", "My set")
     assert out.returncode == 0, out.stderr

@@ -3,8 +3,16 @@ import os
 
 import pytest
 
-from retrieval.corpus import (MAX_CARD_CHARS, MAX_LINE_BYTES, CorpusError, load_beir, load_cards, load_queries,
-                              split_card, split_cards)
+from retrieval.corpus import (
+    MAX_CARD_CHARS,
+    MAX_LINE_BYTES,
+    CorpusError,
+    load_beir,
+    load_cards,
+    load_queries,
+    split_card,
+    split_cards,
+)
 from retrieval.types import Card
 from tests.conftest import MINI_CARDS
 
@@ -101,8 +109,11 @@ def test_queries_validation(tmp_path):
 
 def make_beir(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n"):
     (tmp_path / "qrels").mkdir()
-    write(tmp_path, [{"_id": "d1", "title": "One", "text": "first"}, {"_id": "d2", "title": "", "text": "second"}],
-          "corpus.jsonl")
+    write(
+        tmp_path,
+        [{"_id": "d1", "title": "One", "text": "first"}, {"_id": "d2", "title": "", "text": "second"}],
+        "corpus.jsonl",
+    )
     write(tmp_path, [{"_id": "q1", "text": "first?"}, {"_id": "q2", "text": "unjudged"}], "queries.jsonl")
     (tmp_path / "qrels" / "test.tsv").write_text(qrels)
     return tmp_path
@@ -180,7 +191,7 @@ def test_endless_file_without_newline_stops_at_the_line_limit():
 def test_a_card_at_the_character_limit_fits_in_a_line(tmp_path):
     # The line limit must never refuse a card the card limit allows, even with every character escaped as a
     # surrogate pair (an emoji is 12 bytes as \ud83d\ude00).
-    card = dict(GOOD, text="\U0001F600" * MAX_CARD_CHARS)
+    card = dict(GOOD, text="\U0001f600" * MAX_CARD_CHARS)
     path = tmp_path / "cards.jsonl"
     path.write_text(json.dumps(card, ensure_ascii=True) + "\n", encoding="utf-8")
     assert len(load_cards(path)[0].text) == MAX_CARD_CHARS

@@ -16,8 +16,10 @@ from retrieval.corpora import NEUTRAL_REFUSAL, Registry, job_for, open_within, s
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 
-CARDS = [{"id": "w1", "title": "Water", "text": "Drink a full glass of water with every tablet."},
-         {"id": "w2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."}]
+CARDS = [
+    {"id": "w1", "title": "Water", "text": "Drink a full glass of water with every tablet."},
+    {"id": "w2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
+]
 
 
 class Upload:
@@ -34,8 +36,14 @@ def page(tmp_path):
     beir = tmp_path / "eval" / "tiny"
     (beir / "qrels").mkdir(parents=True)
     (beir / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "A", "text": "Aspirin."}) + "\n")
-    s = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
-                 data_root=str(tmp_path / "eval"), min_similarity=0.3, **PATIENT)
+    s = Settings(
+        corpus_path=str(MINI_CARDS),
+        chroma_path=str(tmp_path / "chroma"),
+        data_dir=str(tmp_path / "data"),
+        data_root=str(tmp_path / "eval"),
+        min_similarity=0.3,
+        **PATIENT,
+    )
     handlers.use_base_settings(s)
     yield s
     handlers.use_base_settings(None)
@@ -119,7 +127,9 @@ def test_legacy_registry_is_imported_once_and_kept_private(page, tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in CARDS), encoding="utf-8")
     os.chmod(path, 0o644)
     os.chmod(data_dir / "uploads", 0o755)
-    (data_dir / "corpora.json").write_text(json.dumps([{"name": "old", "source": str(path)}, {"name": "x", "source": ""}]))
+    (data_dir / "corpora.json").write_text(
+        json.dumps([{"name": "old", "source": str(path)}, {"name": "x", "source": ""}])
+    )
     assert "old" in [e.name for e in Registry(page).entries()]
     done = data_dir / "corpora.json.imported"
     assert not (data_dir / "corpora.json").exists() and stat.S_IMODE(done.stat().st_mode) == 0o600
@@ -138,8 +148,9 @@ def test_refusal_text_kept_with_the_corpus_and_used_by_its_turns(page, tmp_path)
     shown, kept = data_tab.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", token)
     assert "Refusal text of garden set" in shown and kept == "Nothing on that in the <b>garden</b> notes."
     assert Registry(page).get("garden").refusal == kept  # kept in the store: any process reads it
-    turn = handlers.execute("quantum chromodynamics lattice gauge", dict(zip(handlers.CONTROLS, control_values())),
-                            "garden")
+    turn = handlers.execute(
+        "quantum chromodynamics lattice gauge", dict(zip(handlers.CONTROLS, control_values())), "garden"
+    )
     assert turn.result.hybrid_path == "no_match", turn.result.reason
     assert turn.context.text == kept
     view = handlers.render_turn(turn)

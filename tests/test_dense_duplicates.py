@@ -26,8 +26,10 @@ NOTICE = "This card is for information only; ask your care team before you chang
 
 @pytest.fixture(scope="module")
 def chunks() -> list[Chunk]:
-    notices = [Chunk(chunk_id=f"notice-{i:03d}#0", parent_id=f"notice-{i:03d}", title="Notice", lang="en",
-                     text=NOTICE) for i in range(NOTICES)]
+    notices = [
+        Chunk(chunk_id=f"notice-{i:03d}#0", parent_id=f"notice-{i:03d}", title="Notice", lang="en", text=NOTICE)
+        for i in range(NOTICES)
+    ]
     return notices + split_cards(load_cards(SHIPPED_CARDS))[:DISTINCT]
 
 
@@ -98,10 +100,9 @@ def test_a_wrong_vector_in_a_deduplicated_collection_is_still_rebuilt(store, chu
 def test_a_collection_with_a_row_per_sub_chunk_is_rebuilt_once(chunks, embedder, tmp_path, caplog):
     """A store written before texts were stored once (every notice a row) is rebuilt, then reused."""
     path = str(tmp_path / "chroma")
-    old = DenseStore(chunks[NOTICES - 20:], embedder, chroma_client(path=path), progress=quiet)
-    rows = chunks[NOTICES - 20:]
-    old.collection.upsert(ids=[c.chunk_id for c in rows], embeddings=old.embeddings,
-                          documents=[c.text for c in rows])
+    old = DenseStore(chunks[NOTICES - 20 :], embedder, chroma_client(path=path), progress=quiet)
+    rows = chunks[NOTICES - 20 :]
+    old.collection.upsert(ids=[c.chunk_id for c in rows], embeddings=old.embeddings, documents=[c.text for c in rows])
     assert old.collection.count() == len(rows)
     with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
         rebuilt = reopen(path, rows, embedder)

@@ -19,9 +19,15 @@ from retrieval.settings import Settings
 from tests.app_server import ROOT, SHIPPED
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-                 "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 INJECTION = "<img src=x onerror=alert(1)>"
 TIMEOUT_MS = 90_000
 LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")
@@ -246,8 +252,11 @@ def test_screenshot_for_the_readme(page):
     bottom = page.locator("#chart-contributions").bounding_box()
     out = ROOT / "docs" / "inspector-full.png"  # the whole page; test_e2e_layout takes the first screen
     out.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(out), full_page=True,
-                    clip={"x": 0, "y": 0, "width": 1400, "height": bottom["y"] + bottom["height"] + 16})
+    page.screenshot(
+        path=str(out),
+        full_page=True,
+        clip={"x": 0, "y": 0, "width": 1400, "height": bottom["y"] + bottom["height"] + 16},
+    )
     assert out.stat().st_size > 50_000
 
 

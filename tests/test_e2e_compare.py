@@ -15,8 +15,18 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.app_server import ROOT, SHIPPED
-from tests.test_e2e_browser import (CHROMIUM_ARGS, DEFAULTS, INJECTION, TIMEOUT_MS, browser, expect,  # noqa: F401
-                                    level, open_page, server, sync_playwright)
+from tests.test_e2e_browser import (
+    CHROMIUM_ARGS,
+    DEFAULTS,
+    INJECTION,
+    TIMEOUT_MS,
+    browser,
+    expect,  # noqa: F401
+    level,
+    open_page,
+    server,
+    sync_playwright,
+)
 from tests.test_e2e_browser import assert_clean as clean
 
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
@@ -44,13 +54,16 @@ def rows(pg, stage: str, side: str) -> list[dict]:
     return pg.locator(f"#cmp-{stage}-{side} .cmp-row").evaluate_all(
         "els => els.map(e => ({id: e.dataset.id, kind: e.dataset.kind, a: e.dataset.aRank, b: e.dataset.bRank,"
         " mark: e.querySelector('.mark').textContent, rank: e.querySelector('.rank').textContent,"
-        " score: (e.querySelector('.score') || {}).textContent}))")
+        " score: (e.querySelector('.score') || {}).textContent}))"
+    )
 
 
 def own_lists(pg, side: str) -> dict:
     """A side's own rows (id, rank, score) per stage, without the marks that compare it with the other side."""
-    return {stage: [(r["id"], r["rank"], r["score"]) for r in rows(pg, stage, side)]
-            for stage in ("bm25", "dense", "rrf", "final")}
+    return {
+        stage: [(r["id"], r["rank"], r["score"]) for r in rows(pg, stage, side)]
+        for stage in ("bm25", "dense", "rrf", "final")
+    }
 
 
 def wait_compare(pg) -> None:
@@ -132,8 +145,9 @@ def test_a_link_with_rrf_k_60_and_b_tuned_defaults(context, server):
         wait_compare(again)
         expect()(again.locator("#cmp-summary")).to_have_text(summary, timeout=TIMEOUT_MS)
         expect()(again.locator("#b-preset input")).to_have_value("tuned defaults")
-        assert {s: again.locator(f"#cmp-{s}-{side}").text_content() for s in ("rrf", "final")
-                for side in ("a", "b")} == cols
+        assert {
+            s: again.locator(f"#cmp-{s}-{side}").text_content() for s in ("rrf", "final") for side in ("a", "b")
+        } == cols
         clean(again)
     finally:
         fresh.close()
@@ -184,8 +198,11 @@ def test_screenshot_of_compare_mode_for_the_readme(context, server):
     bottom = pg.locator("#compare-view").bounding_box()
     out = ROOT / "docs" / "compare.png"
     out.parent.mkdir(exist_ok=True)
-    pg.screenshot(path=str(out), full_page=True,
-                  clip={"x": 0, "y": top["y"] - 8, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 16})
+    pg.screenshot(
+        path=str(out),
+        full_page=True,
+        clip={"x": 0, "y": top["y"] - 8, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 16},
+    )
     assert out.stat().st_size > 30_000
     clean(pg)
 
@@ -242,8 +259,10 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
     first = open_page(context, server)
     first.get_by_role("tab", name="Evaluation").click()
     # settings no other test uses: new branch depths and cross-encoder pairs, so every turn does real model work
-    for side, over in (("a", "rrf_k=41,candidate_multiplier=9,reranker_max_input=37"),
-                       ("b", "rrf_k=43,reranker_max_input=45")):
+    for side, over in (
+        ("a", "rrf_k=41,candidate_multiplier=9,reranker_max_input=37"),
+        ("b", "rrf_k=43,reranker_max_input=45"),
+    ):
         first.locator(f"#ab-{side}-overrides textarea, #ab-{side}-overrides input").first.fill(over)
     first.locator("#ab-run").click()
     expect()(first.locator("#ab-summary")).to_contain_text(re.compile(r"[AB]: (turn )?\d+/71"))  # running
@@ -267,8 +286,9 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
         left = (142 - d1) * (t1 - t0) / max(d1 - d0, 1)  # what the abandoned A vs B still had to run, in s
         closed = time.monotonic()
         first.close()
-        expect()(second.locator("#eval-summary")).to_contain_text("a sample of 4 of its 71 labeled turns",
-                                                                  timeout=240_000)
+        expect()(second.locator("#eval-summary")).to_contain_text(
+            "a sample of 4 of its 71 labeled turns", timeout=240_000
+        )
         waited = time.monotonic() - closed
         clean(second)
     finally:

@@ -22,8 +22,11 @@ from tests.app_server import MINI, ROOT, AppServer
 from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, _unavailable, open_page
 
 OWN = [
-    {"id": "own-water", "title": "Water with tablets", "text": "Drink a full glass of water with every tablet. "
-                                                               "Water helps the tablet reach the stomach."},
+    {
+        "id": "own-water",
+        "title": "Water with tablets",
+        "text": "Drink a full glass of water with every tablet. Water helps the tablet reach the stomach.",
+    },
     {"id": "own-alarm", "title": "Evening alarm", "text": "Set a phone alarm for the evening dose. Snooze once."},
     {"id": "own-travel", "title": "Travel kit", "text": "Pack spare doses in hand luggage when flying abroad."},
     {"id": "own-fridge", "title": "Fridge", "text": "Keep unopened insulin pens in the fridge door."},
@@ -31,8 +34,11 @@ OWN = [
 TURN = "glass of water with every tablet"
 # tinybeir's labeled turns: q2 shares no word with its card, so B = BM25's order alone breaks it (A vs B has a link).
 SCIFACT = ROOT.parent / "shared" / "eval" / "scifact"
-BEIR_TURNS = [("q1", "what lowers cholesterol", "tb-statin"), ("q2", "exercise for hypertension", "tb-walk"),
-              ("q3", "medicine that prevents clots", "tb-aspirin")]
+BEIR_TURNS = [
+    ("q1", "what lowers cholesterol", "tb-statin"),
+    ("q2", "exercise for hypertension", "tb-walk"),
+    ("q3", "medicine that prevents clots", "tb-aspirin"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +58,9 @@ def files(tmp_path_factory) -> dict[str, Path]:
     out["csv"].write_text(
         "ID,Title,Text\nkb-1,Refill reminder,Order the refill a week before the last strip.\n"
         "kb-2,Pharmacy hours,The pharmacy closes at eight on weekdays.\nkb-3,Pill cutter,Use a pill cutter for "
-        "scored tablets only.\n", encoding="utf-8")
+        "scored tablets only.\n",
+        encoding="utf-8",
+    )
     out["zip"] = d / "notes.zip"
     with zipfile.ZipFile(out["zip"], "w") as zf:
         zf.writestr("notes/sharps.md", "# Sharps disposal\n\nPut used needles in a rigid sharps container.\n")
@@ -72,14 +80,23 @@ def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("e2e-data")
     beir = work / "eval" / "tinybeir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in [
-        {"_id": "tb-aspirin", "title": "Aspirin", "text": "Low-dose aspirin thins the blood."},
-        {"_id": "tb-statin", "title": "Statins", "text": "Statins lower LDL cholesterol."},
-        {"_id": "tb-walk", "title": "Walking", "text": "A daily walk lowers blood pressure."}]), encoding="utf-8")
-    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t, _ in BEIR_TURNS),
-                                        encoding="utf-8")
+    (beir / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps(d) + "\n"
+            for d in [
+                {"_id": "tb-aspirin", "title": "Aspirin", "text": "Low-dose aspirin thins the blood."},
+                {"_id": "tb-statin", "title": "Statins", "text": "Statins lower LDL cholesterol."},
+                {"_id": "tb-walk", "title": "Walking", "text": "A daily walk lowers blood pressure."},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    (beir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t, _ in BEIR_TURNS), encoding="utf-8"
+    )
     (beir / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in BEIR_TURNS), encoding="utf-8")
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in BEIR_TURNS), encoding="utf-8"
+    )
     if SCIFACT.is_dir():  # the real BEIR SciFact (read in place, never copied into the repo)
         (work / "eval" / "scifact").symlink_to(SCIFACT, target_is_directory=True)
     env = {"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")}
@@ -196,8 +213,10 @@ def run_turn(page, text: str) -> dict[str, list[str]]:
     expect()(page.locator("#hybrid-path .turn")).to_contain_text(text)
     # the turn streams: the fused lists first, the reranked column when the cross-encoder is done
     page.locator("#list-reranked [data-chunk]").first.wait_for(timeout=300_000)
-    return {col: page.locator(f"#list-{col} [data-chunk]").evaluate_all("els => els.map(e => e.dataset.chunk)")
-            for col in ("bm25", "dense", "rrf", "reranked")}
+    return {
+        col: page.locator(f"#list-{col} [data-chunk]").evaluate_all("els => els.map(e => e.dataset.chunk)")
+        for col in ("bm25", "dense", "rrf", "reranked")
+    }
 
 
 def test_broken_upload_names_the_line_then_the_fixed_file_indexes_and_answers(page, files):
@@ -289,8 +308,12 @@ def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
-        pg = open_page(context, server.url + "?" + urlencode(
-            {"q": "what lowers cholesterol", "corpus": "tinybeir", "compare": 1, "b.rrf_k": 60}))
+        pg = open_page(
+            context,
+            server.url
+            + "?"
+            + urlencode({"q": "what lowers cholesterol", "corpus": "tinybeir", "compare": 1, "b.rrf_k": 60}),
+        )
         expect()(pg.locator("#cmp-summary")).to_be_visible(timeout=300_000)
         assert pg.locator("#list-bm25 [data-chunk]").first.get_attribute("data-chunk") == "tb-statin#0"
         statin = pg.locator('#cmp-bm25-b .cmp-row[data-id="tb-statin#0"]')
@@ -322,8 +345,7 @@ def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_re
     pick(page, "scifact")
     expect()(page.locator("#index-progress")).to_contain_text("scifact: indexing", timeout=120_000)
     expect()(page.locator("#index-progress")).to_contain_text("/23,341 sub-chunks embedded")
-    page.wait_for_function("() => +document.querySelector('#index-progress progress').value >= 150",
-                           timeout=300_000)
+    page.wait_for_function("() => +document.querySelector('#index-progress progress').value >= 150", timeout=300_000)
     page.locator("#index-cancel").click()
     expect()(page.locator("#data-message")).to_contain_text("Cancelling scifact")
     expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
@@ -333,8 +355,9 @@ def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_re
 
     pick(page, "scifact")  # resumes: the bar starts at what the store already holds, not at 0
     expect()(page.locator("#index-progress")).to_contain_text("scifact: indexing", timeout=120_000)
-    first = page.wait_for_function("() => +document.querySelector('#index-progress progress').value || null",
-                                   timeout=300_000).json_value()
+    first = page.wait_for_function(
+        "() => +document.querySelector('#index-progress progress').value || null", timeout=300_000
+    ).json_value()
     assert first >= stored, f"indexing restarted at {first} instead of resuming from the {stored} stored sub-chunks"
     page.locator("#index-cancel").click()
     expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
@@ -368,7 +391,9 @@ def test_delete_a_corpus_and_its_store_then_screenshot(browser, server, page, fi
     upload(page, files["csv"])  # uploaded by another session: the same content is reused and ready at once
     expect()(page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
     page.locator("#corpus-delete").click()  # not this session's upload (issue 19, defect 2): refused
-    expect()(page.locator("#data-message")).to_contain_text("'team-kb' was uploaded or attached from another browser session")
+    expect()(page.locator("#data-message")).to_contain_text(
+        "'team-kb' was uploaded or attached from another browser session"
+    )
     expect()(page.locator("#active-corpus")).to_contain_text("team-kb")
     handout = files["csv"].with_name("handout.csv")
     handout.write_text("ID,Title,Text\nh-1,Handout,Bring the handout to the clinic visit.\n", encoding="utf-8")

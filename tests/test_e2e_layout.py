@@ -11,8 +11,16 @@ from __future__ import annotations
 import pytest
 
 from tests.app_server import ROOT, SHIPPED
-from tests.test_e2e_browser import (TIMEOUT_MS, assert_clean, browser, expect, level, open_page,  # noqa: F401
-                                    server, sync_playwright)
+from tests.test_e2e_browser import (
+    TIMEOUT_MS,
+    assert_clean,
+    browser,
+    expect,
+    level,
+    open_page,  # noqa: F401
+    server,
+    sync_playwright,
+)
 
 TURN = "GS-40 E-09"
 MIN_COLUMN_PX = 280

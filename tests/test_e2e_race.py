@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import time
 
-from tests.test_e2e_browser import (TIMEOUT_MS, browser, expect, open_controls, page, server,  # noqa: F401
-                                    sync_playwright)
+from tests.test_e2e_browser import (
+    TIMEOUT_MS,
+    browser,
+    expect,
+    open_controls,
+    page,
+    server,  # noqa: F401
+    sync_playwright,
+)
 
 # How many tries. With the guard taken out (every cancel slot emptied, the rest unchanged), 20 of 20 tries ended
 # overwritten (two runs of 10, load average 10-16 on the 2 cores, 2026-12-01); the stale A arrived 0.90-1.23x the
@@ -97,8 +104,9 @@ def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page):
         settled(page, f"try {i}")
         if TURN_B not in searched(page) or page.locator("#query textarea").input_value() != TURN_B:
             overwritten.append((i, searched(page)))
-    assert overwritten == [], (f"the older re-run replaced the newer turn in {len(overwritten)} of {TRIES} tries: "
-                               f"{overwritten}")
+    assert overwritten == [], (
+        f"the older re-run replaced the newer turn in {len(overwritten)} of {TRIES} tries: {overwritten}"
+    )
 
 
 def test_every_turn_event_is_preceded_by_a_cancel_of_all_turn_events():
@@ -119,8 +127,14 @@ def test_every_turn_event_is_preceded_by_a_cancel_of_all_turn_events():
     for d in deps:
         if d["id"] not in turns:
             continue
-        first = [c for c in deps if c["id"] < d["id"] and c["targets"] == d["targets"] and c.get("cancels")
-                 and c.get("trigger_after") == d.get("trigger_after")]
+        first = [
+            c
+            for c in deps
+            if c["id"] < d["id"]
+            and c["targets"] == d["targets"]
+            and c.get("cancels")
+            and c.get("trigger_after") == d.get("trigger_after")
+        ]
         if d["targets"][0][0] is None and not first:
             continue  # chained after another event (a model switch, a share link's restore), not a trigger itself
         assert first and set(first[-1]["cancels"]) == writers, (d["id"], d["targets"])

@@ -18,12 +18,17 @@ from retrieval.evaluation.labeled import describe, labeled_dataset, labeled_entr
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 
-DOCS = [{"_id": "tb-aspirin", "title": "Aspirin", "text": "Low-dose aspirin thins the blood."},
-        {"_id": "tb-statin", "title": "Statins", "text": "Statins lower LDL cholesterol."},
-        {"_id": "tb-walk", "title": "Walking", "text": "A daily walk lowers blood pressure."}]
+DOCS = [
+    {"_id": "tb-aspirin", "title": "Aspirin", "text": "Low-dose aspirin thins the blood."},
+    {"_id": "tb-statin", "title": "Statins", "text": "Statins lower LDL cholesterol."},
+    {"_id": "tb-walk", "title": "Walking", "text": "A daily walk lowers blood pressure."},
+]
 # q2 shares no word with its card: BM25 alone cannot find it, so B = BM25 only changes that turn.
-TURNS = [("q1", "what lowers cholesterol", "tb-statin"), ("q2", "exercise for hypertension", "tb-walk"),
-         ("q3", "medicine that prevents clots", "tb-aspirin")]
+TURNS = [
+    ("q1", "what lowers cholesterol", "tb-statin"),
+    ("q2", "exercise for hypertension", "tb-walk"),
+    ("q3", "medicine that prevents clots", "tb-aspirin"),
+]
 NOT_INDEXED = "open it in the Data tab first: it is indexed there with a progress bar"
 
 
@@ -32,10 +37,12 @@ def make_beir(folder: Path, docs: list[dict], turns: list[tuple[str, str, str]])
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
     if turns:
         (folder / "qrels").mkdir()
-        (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t, _ in turns),
-                                              encoding="utf-8")
+        (folder / "queries.jsonl").write_text(
+            "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t, _ in turns), encoding="utf-8"
+        )
         (folder / "qrels" / "test.tsv").write_text(
-            "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in turns), encoding="utf-8")
+            "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in turns), encoding="utf-8"
+        )
     return folder
 
 
@@ -46,8 +53,13 @@ def tiny(tmp_path_factory) -> Settings:
     make_beir(root / "eval" / "tinybeir", DOCS, TURNS)
     make_beir(root / "eval" / "later", DOCS[:2], TURNS[:1])
     make_beir(root / "eval" / "plain", DOCS, [])
-    settings = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(root / "chroma"), data_dir=str(root / "data"),
-                        data_root=str(root / "eval"), **PATIENT)
+    settings = Settings(
+        corpus_path=str(MINI_CARDS),
+        chroma_path=str(root / "chroma"),
+        data_dir=str(root / "data"),
+        data_root=str(root / "eval"),
+        **PATIENT,
+    )
     registry = Registry(settings)
     snap = start_index(registry.load(registry.get("tinybeir")), settings).wait(300)
     assert snap["status"] == "done", snap
@@ -57,8 +69,9 @@ def tiny(tmp_path_factory) -> Settings:
 def test_labeled_corpora_are_listed_honestly(tiny):
     entries = {e.name: e for e in labeled_entries(tiny)}
     assert set(entries) == {"later", "tinybeir"}  # plain has no queries; the mini cards have none beside them
-    assert describe(entries["later"]) == ("BEIR folder under the data root; its labeled turns are counted when it "
-                                          "is loaded")
+    assert describe(entries["later"]) == (
+        "BEIR folder under the data root; its labeled turns are counted when it is loaded"
+    )
 
 
 def test_evaluate_corpus_is_evaluate_over_its_turns(tiny):
@@ -95,7 +108,10 @@ def test_compare_corpus_scores_both_sides_per_turn(tiny):
         alone = evaluate_corpus("tinybeir", settings, ["full"])["per_turn"]
         assert [t[f"{side}_{METRIC}"] for t in report["turns"]] == [round(t[METRIC]["full"], 6) for t in alone]
     assert any(t["delta"] for t in report["turns"])  # q2: BM25 cannot find its card
-    assert report["changed"] == {"dense_weight": {"a": 2.0, "b": 0.0}, "reranker_max_input": {"a": tiny.reranker_max_input, "b": 0}}
+    assert report["changed"] == {
+        "dense_weight": {"a": 2.0, "b": 0.0},
+        "reranker_max_input": {"a": tiny.reranker_max_input, "b": 0},
+    }
     assert len(compare_corpus("tinybeir", tiny, b, limit=1)["turns"]) == 1
 
 
@@ -109,8 +125,11 @@ def test_each_refusal_says_what_to_do(tiny):
             call("later")
         with pytest.raises(ValueError, match=r"no corpus named"):  # the page names corpora; it never opens a path
             call(str(Path(tiny.data_root) / "tinybeir"))
-        with pytest.raises(ValueError, match=r"the shipped cards \(.*mini_cards.jsonl\) have no labeled turns: "
-                                             r"evaluation needs queries.jsonl beside them"):
+        with pytest.raises(
+            ValueError,
+            match=r"the shipped cards \(.*mini_cards.jsonl\) have no labeled turns: "
+            r"evaluation needs queries.jsonl beside them",
+        ):
             call("shipped")
 
 
@@ -134,7 +153,8 @@ def page_settings(tiny):
 
 
 def test_tab_offers_labeled_corpora_and_follows_the_session(page_settings, tmp_path):
-    from inspector import compare_eval, evaluation_tab as tab
+    from inspector import compare_eval
+    from inspector import evaluation_tab as tab
 
     values = [v for _, v in tab.list_sources(tmp_path, tab.corpus_sources())]
     assert values == [tab.LIVE, "live:later", "live:tinybeir"]
@@ -161,21 +181,29 @@ def test_tab_scores_a_corpus_and_says_how_many_turns(page_settings):
 def test_a_vs_b_links_carry_the_corpus(page_settings):
     from inspector import compare_eval, state
 
-    summary, turns, report = compare_eval.show_ab("tuned defaults", "", "tuned defaults",
-                                                  "dense_weight=0,reranker_max_input=0", "most broken first",
-                                                  "tinybeir", 0, progress=None)
+    summary, turns, report = compare_eval.show_ab(
+        "tuned defaults",
+        "",
+        "tuned defaults",
+        "dense_weight=0,reranker_max_input=0",
+        "most broken first",
+        "tinybeir",
+        0,
+        progress=None,
+    )
     assert "Corpus tinybeir: 3 labeled turns" in summary and report["corpus"] == "tinybeir"
     hrefs = turns.split("href='")[1:]
     assert hrefs and all("corpus=tinybeir" in h.split("'")[0] for h in hrefs)
-    first = state.decode(state.parse_query_string(hrefs[0].split("'")[0].removeprefix("./").replace("&amp;", "&")),
-                         compare_eval.handlers.default_controls())[0]
+    first = state.decode(
+        state.parse_query_string(hrefs[0].split("'")[0].removeprefix("./").replace("&amp;", "&")),
+        compare_eval.handlers.default_controls(),
+    )[0]
     assert first.corpus == "tinybeir" and first.compare and first.b["dense_weight"] == 0.0
     msg = compare_eval.show_ab("tuned defaults", "", "k=60", "", "most broken first", "later", 0, progress=None)[0]
     assert NOT_INDEXED in msg
 
 
-def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_page_does(tmp_path, monkeypatch,
-                                                                                        capsys):
+def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_page_does(tmp_path, monkeypatch, capsys):
     """`eval --corpus NAME` used to judge refusals with the default thresholds while the page's turns on that corpus
     used its stored calibration: the same corpus, two refusal rates. Both now use it, and the report says which."""
     from inspector import evaluation_tab as tab
@@ -191,13 +219,22 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
 
     monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 0.0)  # the page reads the store at every open
     make_beir(tmp_path / "eval" / "calbeir", DOCS, TURNS)
-    settings = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
-                        data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"), **PATIENT)
+    settings = Settings(
+        corpus_path=str(MINI_CARDS),
+        chroma_path=str(tmp_path / "chroma"),
+        data_dir=str(tmp_path / "data"),
+        data_root=str(tmp_path / "eval"),
+        **PATIENT,
+    )
     registry = Registry(settings)
     data = registry.load(registry.get("calbeir"))
     assert start_index(data, settings).wait(300)["status"] == "done"
-    for name, value in (("CORPUS_PATH", settings.corpus_path), ("CHROMA_PATH", settings.chroma_path),
-                        ("DATA_DIR", settings.data_dir), ("DATA_ROOT", settings.data_root)):
+    for name, value in (
+        ("CORPUS_PATH", settings.corpus_path),
+        ("CHROMA_PATH", settings.chroma_path),
+        ("DATA_DIR", settings.data_dir),
+        ("DATA_ROOT", settings.data_root),
+    ):
         monkeypatch.setenv(name, value)
 
     def cli_refusal() -> dict:
@@ -207,10 +244,18 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
     before = cli_refusal()
     assert before["thresholds"] == "defaults" and before["false_refusal_rate"]["full"] < 1.0
     # A calibration no turn passes (a cross-encoder score of 49, a cosine of 0.999), kept in the corpus's store.
-    strict = RefusalThresholds(min_cross_encoder=49.0, min_rescue_cosine=0.999, min_fallback_cosine=0.999,
-                               min_dense_only_cosine=0.999, source="calibrated for <b>calbeir</b> (test)")
-    calibration.save(settings, data.chunks, calibration.Calibration(
-        strict, {"embedder": settings.embedding_model, "reranker": settings.reranker_model}))
+    strict = RefusalThresholds(
+        min_cross_encoder=49.0,
+        min_rescue_cosine=0.999,
+        min_fallback_cosine=0.999,
+        min_dense_only_cosine=0.999,
+        source="calibrated for <b>calbeir</b> (test)",
+    )
+    calibration.save(
+        settings,
+        data.chunks,
+        calibration.Calibration(strict, {"embedder": settings.embedding_model, "reranker": settings.reranker_model}),
+    )
     after = cli_refusal()
     report = evaluate_corpus("calbeir", settings, ["full"])
     page = report["refusal"]

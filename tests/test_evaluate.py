@@ -14,32 +14,62 @@ from pathlib import Path
 import pytest
 
 from retrieval.corpus import CorpusError, Dataset, LabeledQuery, load_beir, load_cards
-from retrieval.evaluation.evaluate import (CONFIGS, aggregate, eval_settings, evaluate, format_report, latency,
-                                           parse_set, run_turns, save_runs)
-from retrieval.evaluation.sweeps import parse_sweep, sweep
+from retrieval.evaluation.evaluate import (
+    CONFIGS,
+    aggregate,
+    eval_settings,
+    evaluate,
+    format_report,
+    latency,
+    parse_set,
+    run_turns,
+    save_runs,
+)
 from retrieval.evaluation.metrics import METRICS, ndcg_at_k
+from retrieval.evaluation.sweeps import parse_sweep, sweep
 from retrieval.parents import best_per_parent
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT
 
 MINI_TURNS = [
     {"id": "t1", "text": "GS-40 E-07", "lang": "en", "category": "lexical", "relevant": {"gs40-e07": 2}},
-    {"id": "t2", "text": "my glucose meter is too cold", "lang": "en", "category": "semantic",
-     "relevant": {"gs60-e09": 2}},
-    {"id": "t3", "text": "I forgot my Glucavex tablet", "lang": "en", "category": "mixed",
-     "relevant": {"metformin-missed": 2, "olvido-dosis": 1}},
-    {"id": "t4", "text": "olvidé tomar mi pastilla", "lang": "es", "category": "multilingual",
-     "relevant": {"olvido-dosis": 2, "metformin-missed": 1}},
-    {"id": "t5", "text": "where do I keep my insulin pen", "lang": "en", "category": "semantic",
-     "relevant": {"insulin-storage": 2}},
-    {"id": "t6", "text": "who won the football match last night", "lang": "en", "category": "no_match",
-     "relevant": {}},
+    {
+        "id": "t2",
+        "text": "my glucose meter is too cold",
+        "lang": "en",
+        "category": "semantic",
+        "relevant": {"gs60-e09": 2},
+    },
+    {
+        "id": "t3",
+        "text": "I forgot my Glucavex tablet",
+        "lang": "en",
+        "category": "mixed",
+        "relevant": {"metformin-missed": 2, "olvido-dosis": 1},
+    },
+    {
+        "id": "t4",
+        "text": "olvidé tomar mi pastilla",
+        "lang": "es",
+        "category": "multilingual",
+        "relevant": {"olvido-dosis": 2, "metformin-missed": 1},
+    },
+    {
+        "id": "t5",
+        "text": "where do I keep my insulin pen",
+        "lang": "en",
+        "category": "semantic",
+        "relevant": {"insulin-storage": 2},
+    },
+    {"id": "t6", "text": "who won the football match last night", "lang": "en", "category": "no_match", "relevant": {}},
 ]
 
 
 def mini_dataset() -> Dataset:
-    queries = tuple(LabeledQuery(id=t["id"], text=t["text"], lang=t["lang"], category=t["category"],
-                                 relevant=t["relevant"]) for t in MINI_TURNS)
+    queries = tuple(
+        LabeledQuery(id=t["id"], text=t["text"], lang=t["lang"], category=t["category"], relevant=t["relevant"])
+        for t in MINI_TURNS
+    )
     return Dataset(name="mini", cards=tuple(load_cards(MINI_CARDS)), queries=queries)
 
 
@@ -64,7 +94,11 @@ def test_report_shape_and_json(mini_report):
     assert report["significance"]["baseline"] in {"bm25", "dense"}
     json.dumps(report)  # JSON-ready
     text = format_report(report)
-    assert "ndcg@10" in text and "nDCG@10 by category" in text and "refusals by REFUSAL_RULE=evidence (thresholds: defaults) at MIN_SIMILARITY=0.3" in text
+    assert (
+        "ndcg@10" in text
+        and "nDCG@10 by category" in text
+        and "refusals by REFUSAL_RULE=evidence (thresholds: defaults) at MIN_SIMILARITY=0.3" in text
+    )
 
 
 def test_lists_are_the_pipelines_own_lists_deduped_to_parents(mini, mini_settings, mini_report):
@@ -88,7 +122,8 @@ def test_means_are_means_of_the_metric_functions(mini_report):
         assert report["configs"][c]["ndcg@10"] == pytest.approx(expected, abs=1e-6)
     sem = [r for r in answerable if r.query.category == "semantic"]
     assert report["categories"]["semantic"]["dense"]["mrr@10"] == pytest.approx(
-        aggregate(sem, ["dense"])["dense"]["mrr@10"])
+        aggregate(sem, ["dense"])["dense"]["mrr@10"]
+    )
 
 
 @pytest.mark.parametrize(("threshold", "refused"), [(-1.0, 0.0), (0.99, 1.0)])
@@ -122,7 +157,11 @@ def test_eval_settings_depth():
 
 def test_set_parsing():
     assert parse_set(["rrf_k=20", "RERANKER_MAX_INPUT=10", "min_similarity=0.4", "hybrid_enabled=false"]) == {
-        "rrf_k": 20, "reranker_max_input": 10, "min_similarity": 0.4, "hybrid_enabled": False}
+        "rrf_k": 20,
+        "reranker_max_input": 10,
+        "min_similarity": 0.4,
+        "hybrid_enabled": False,
+    }
     with pytest.raises(ValueError, match="unknown setting"):
         parse_set(["nope=1"])
     with pytest.raises(ValueError, match="write KEY=VALUE"):
@@ -151,8 +190,14 @@ def test_trec_files_scored_by_ranx_match_our_metrics(tmp_path, mini_report):
     ranx = pytest.importorskip("ranx")
     _, runs, report = mini_report
     written = save_runs(tmp_path, runs, report, CONFIGS)
-    assert {p.name for p in written} == {"bm25.trec", "dense.trec", "rrf.trec", "full.trec", "qrels.trec",
-                                        "report.json"}
+    assert {p.name for p in written} == {
+        "bm25.trec",
+        "dense.trec",
+        "rrf.trec",
+        "full.trec",
+        "qrels.trec",
+        "report.json",
+    }
     first = (tmp_path / "rrf.trec").read_text().splitlines()[0].split()
     assert first[1] == "Q0" and first[3] == "1" and first[5] == "rrf"
     all_qrels = ranx.Qrels.from_file(str(tmp_path / "qrels.trec"), kind="trec")
@@ -177,11 +222,16 @@ def test_trec_files_scored_by_ranx_match_our_metrics(tmp_path, mini_report):
 
 # ------------------------------------------------------------------------------------------------------ CLI
 def run_cli(*args, tmp_path, env_extra=None):
-    env = dict(os.environ, CORPUS_PATH=str(tmp_path / "corpus" / "cards.jsonl"), CHROMA_PATH=str(tmp_path / "chroma"),
-               MIN_SIMILARITY="0.3")
+    env = dict(
+        os.environ,
+        CORPUS_PATH=str(tmp_path / "corpus" / "cards.jsonl"),
+        CHROMA_PATH=str(tmp_path / "chroma"),
+        MIN_SIMILARITY="0.3",
+    )
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "retrieval", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
 
 
 def labeled_mini_folder(folder):
@@ -198,8 +248,19 @@ def mini_folder(tmp_path_factory):
 
 
 def test_cli_eval_json_runs_and_sweep(mini_folder):
-    out = run_cli("eval", "--json", "--save-runs", str(mini_folder / "runs"), "--sweep", "rrf_k=2,60",
-                  "--set", "reranker_max_input=5", "--chart-dir", str(mini_folder / "charts"), tmp_path=mini_folder)
+    out = run_cli(
+        "eval",
+        "--json",
+        "--save-runs",
+        str(mini_folder / "runs"),
+        "--sweep",
+        "rrf_k=2,60",
+        "--set",
+        "reranker_max_input=5",
+        "--chart-dir",
+        str(mini_folder / "charts"),
+        tmp_path=mini_folder,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["dataset"] == "shipped" and data["turns"] == 6
@@ -232,9 +293,11 @@ def write_beir(folder: Path, corpus: list, queries: list, qrels: str) -> Path:
     return folder
 
 
-DOCS = [{"_id": "d1", "title": "Insulin storage", "text": "Keep unopened insulin pens in the refrigerator."},
-        {"_id": "d2", "title": "Meter too cold", "text": "Error E-09 means the meter is too cold."},
-        {"_id": "d3", "title": "", "text": "Take a missed dose with the next meal."}]
+DOCS = [
+    {"_id": "d1", "title": "Insulin storage", "text": "Keep unopened insulin pens in the refrigerator."},
+    {"_id": "d2", "title": "Meter too cold", "text": "Error E-09 means the meter is too cold."},
+    {"_id": "d3", "title": "", "text": "Take a missed dose with the next meal."},
+]
 QUERIES = [{"_id": "q1", "text": "where to store insulin"}, {"_id": "q2", "text": "E-09 error"}]
 QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\n"
 
@@ -304,8 +367,9 @@ def test_tab_sources_and_cached_report(cached_runs):
     assert choices[0][1] == LIVE and len(choices) == 2  # the broken file is skipped, not fatal
     label, path = choices[1]
     assert "mini: cached file mini/report.json (2026-01-01T00:00:00)" == label
-    summary, metrics, categories, wins, sweep_update, sweep_fig, state = show(path, ["bm25", "dense", "rrf"], "rrf",
-                                                                             progress=None, runs_dir=cached_runs)
+    summary, metrics, categories, wins, sweep_update, sweep_fig, state = show(
+        path, ["bm25", "dense", "rrf"], "rrf", progress=None, runs_dir=cached_runs
+    )
     assert "Shown: the cached file" in summary and "Not re-run here" in summary
     assert "python -m retrieval eval --save-runs runs/mini" in summary
     assert [t.name for t in metrics.data] == ["bm25", "dense", "rrf"]
@@ -322,8 +386,9 @@ def test_wins_and_losses_match_per_turn_scores(mini_report):
     base = best_branch(report)
     assert base == report["significance"]["baseline"]
     wl = wins_losses(report, "full", base)
-    expected_fixed = {t["id"] for t in report["per_turn"] if "ndcg@10" in t
-                      and t["ndcg@10"]["full"] > t["ndcg@10"][base] + 1e-12}
+    expected_fixed = {
+        t["id"] for t in report["per_turn"] if "ndcg@10" in t and t["ndcg@10"]["full"] > t["ndcg@10"][base] + 1e-12
+    }
     assert {r["id"] for r in wl["fixed"]} == expected_fixed
     assert all(r["delta"] < 0 for r in wl["broke"])
     html_out = wins_losses_html(report, "full")

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import stat
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
-
 
 import gradio as gr
 from gradio.context import LocalContext
@@ -39,8 +38,13 @@ def test_an_export_is_a_0600_file_in_a_0700_folder_with_no_turn_in_its_name(ui):
 
 def test_each_process_gets_its_own_export_folder(ui):
     mine = Path(ui.run_turn(SECRET_TURN, *_controls()).export).parent
-    other = subprocess.run([sys.executable, "-c", "from inspector import handlers; print(handlers.export_dir())"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    other = subprocess.run(
+        [sys.executable, "-c", "from inspector import handlers; print(handlers.export_dir())"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert other.returncode == 0, other.stderr[-2000:]
     theirs = Path(other.stdout.strip().splitlines()[-1])
     assert theirs != mine.parent and theirs.parent == mine.parent.parent  # siblings under Gradio's cache folder

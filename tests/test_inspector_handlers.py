@@ -16,8 +16,8 @@ import pytest
 
 from inspector import handlers
 from inspector.examples import EXAMPLES
-from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.context import REFUSAL
+from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.pipeline import get_retriever
 from retrieval.settings import DEFAULT_MIN_SIMILARITY
 from tests.conftest import control_values
@@ -45,8 +45,11 @@ def test_a_turn_fills_all_four_columns_the_badge_the_charts_and_the_export(ui):
     k = handlers.base_settings().rrf_k
     assert f"/({k}+" in view.rrf
     assert all(len(fig.data) > 0 for fig in (view.rank_flow, view.contributions, view.k_sensitivity))
-    assert view.last_turn == {"query": TURN, "controls": dict(zip(handlers.CONTROLS, controls())),
-                              "export": view.export}
+    assert view.last_turn == {
+        "query": TURN,
+        "controls": dict(zip(handlers.CONTROLS, controls())),
+        "export": view.export,
+    }
     record = json.loads(Path(view.export).read_text(encoding="utf-8"))
     assert record["inputs"]["query"] == TURN and record["inputs"]["rrf_k"] == k
     assert record["settings"]["corpus_path"].endswith("mini_cards.jsonl")
@@ -74,9 +77,16 @@ def test_controls_that_do_not_change_a_branch_list_run_no_model_again(ui):
     ui.run_turn(TURN, *controls())
     retriever = get_retriever(handlers.base_settings())
     cached = len(retriever._cache)  # every embedding, branch list and cross-encoder score lands in this cache
-    for changes in ({"rrf_k": 5}, {"min_similarity": 0.1}, {"bm25_weight": 2.5}, {"dense_weight": 0.5},
-                    {"simulate_reranker_failure": True}, {"reranker_max_input": 3}, {"context_token_budget": 100},
-                    {"hybrid_enabled": False}):
+    for changes in (
+        {"rrf_k": 5},
+        {"min_similarity": 0.1},
+        {"bm25_weight": 2.5},
+        {"dense_weight": 0.5},
+        {"simulate_reranker_failure": True},
+        {"reranker_max_input": 3},
+        {"context_token_budget": 100},
+        {"hybrid_enabled": False},
+    ):
         record = json.loads(Path(ui.run_turn(TURN, *controls(**changes)).export).read_text(encoding="utf-8"))
         timings = record["timings_ms"]
         assert timings.get("embed_query") == 0.0 and timings.get("chroma_query") == 0.0, (changes, timings)
@@ -93,8 +103,9 @@ def test_reranker_failure_shows_rrf_only_with_its_reason(ui):
     assert "not reranked" in view.reranked and row_ids(view.reranked)
 
 
-@pytest.mark.parametrize("changes, status", [({"hybrid_enabled": False}, "disabled"),
-                                             ({"simulate_empty_bm25": True}, "empty")])
+@pytest.mark.parametrize(
+    "changes, status", [({"hybrid_enabled": False}, "disabled"), ({"simulate_empty_bm25": True}, "empty")]
+)
 def test_a_dropped_bm25_branch_is_shown_as_dropped_with_its_reason(ui, changes, status):
     view = ui.run_turn(TURN, *controls(**changes))
     assert "level-dense_only" in view.status
@@ -110,8 +121,9 @@ def test_no_match_ends_in_the_refusal_and_keeps_cut_candidates_visible(ui):
     assert html.escape(REFUSAL) in view.context and "&lt;card" not in view.context
 
 
-@pytest.mark.parametrize("turn, message", [("", "empty"), ("   \n\t ", "empty"), ("x" * 20_000, "20,000 characters"),
-                                           (None, "must be text")])
+@pytest.mark.parametrize(
+    "turn, message", [("", "empty"), ("   \n\t ", "empty"), ("x" * 20_000, "20,000 characters"), (None, "must be text")]
+)
 def test_bad_turns_give_a_clear_message_not_a_stack_trace(ui, turn, message):
     with pytest.warns(UserWarning):  # gr.Warning outside a request is a Python warning; in the page, a toast
         view = ui.run_turn(turn, *controls())
@@ -202,8 +214,21 @@ def test_the_app_exposes_run_turn_with_plain_inputs_and_the_stable_ids(ui):
     app = build_app()
     config = app.get_config_file()
     ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
-    for elem_id in ("query", "run", "list-bm25", "list-dense", "list-rrf", "list-reranked", "hybrid-path", "rrf-k",
-                    "hybrid-enabled", "simulate-reranker-failure", "simulate-empty-bm25", "top-k", "export"):
+    for elem_id in (
+        "query",
+        "run",
+        "list-bm25",
+        "list-dense",
+        "list-rrf",
+        "list-reranked",
+        "hybrid-path",
+        "rrf-k",
+        "hybrid-enabled",
+        "simulate-reranker-failure",
+        "simulate-empty-bm25",
+        "top-k",
+        "export",
+    ):
         assert elem_id in ids, elem_id
     run = [d for d in config["dependencies"] if d.get("api_name") == "run_turn"]
     assert len(run) == 1 and len(run[0]["inputs"]) == 1 + len(handlers.CONTROLS) + 1  # + the session's corpus
@@ -255,4 +280,3 @@ def test_each_example_really_shows_what_it_claims(example, shipped, shipped_sett
     elif example.kind == "multilingual":
         card_lang = shipped.by_id[r.final[0].chunk_id].lang
         assert card_lang.split("-")[0] in {"es", "pt"}
-

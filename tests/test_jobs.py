@@ -49,8 +49,18 @@ def _wait_for(ticks: list, thread: threading.Thread) -> None:
 def test_a_running_a_vs_b_stops_after_the_turn_it_is_on(shipped_base, how):
     ticks: list = []
     progress = lambda value, desc=None: ticks.append(value)  # noqa: E731 (gr.Progress's call)
-    thread, out = _in_session("abandoned", compare_eval.show_ab, "tuned defaults", "", "ADR recipe", "",
-                              "most broken first", None, 0, progress)
+    thread, out = _in_session(
+        "abandoned",
+        compare_eval.show_ab,
+        "tuned defaults",
+        "",
+        "ADR recipe",
+        "",
+        "most broken first",
+        None,
+        0,
+        progress,
+    )
     _wait_for(ticks, thread)
     if how == "cancel button":
         LocalContext.request.set(gr.Request(session_hash="abandoned"))
@@ -83,8 +93,11 @@ def test_show_a_vs_b_and_tune_share_one_queue_of_one():
     from inspector import ui
 
     app = ui.build_app()
-    heavy = {fn.name: (fn.concurrency_id, fn.concurrency_limit) for fn in app.fns.values()
-             if fn.name in {"show", "show_ab", "run_tune"}}
+    heavy = {
+        fn.name: (fn.concurrency_id, fn.concurrency_limit)
+        for fn in app.fns.values()
+        if fn.name in {"show", "show_ab", "run_tune"}
+    }
     assert heavy == {"show": ("heavy", 1), "show_ab": ("heavy", 1), "run_tune": ("heavy", 1)}
 
 

@@ -32,8 +32,14 @@ def _qrels(rows):
 def test_another_process_sees_judgments_and_they_survive_it(settings):
     env = dict(os.environ, CHROMA_PATH=settings.chroma_path, DATA_DIR=settings.data_dir)
     cmd = [sys.executable, "-m", "retrieval", "judgments"]
-    out = subprocess.run([*cmd, "set", "--turn", NEW, "--card", "refill-timing", "--grade", "3"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*cmd, "set", "--turn", NEW, "--card", "refill-timing", "--grade", "3"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     made = json.loads(out.stdout)
     assert made["grade"] == 3 and made["made_at"].endswith("Z")
@@ -44,8 +50,14 @@ def test_another_process_sees_judgments_and_they_survive_it(settings):
     out = subprocess.run([*cmd, "list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     listed = json.loads(out.stdout)
     assert [(r["card_id"], r["grade"]) for r in listed] == [("refill-timing", 3), ("refill-timing-es", 1)]
-    bad = subprocess.run([*cmd, "set", "--turn", NEW, "--card", "refill-timing", "--grade", "4"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [*cmd, "set", "--turn", NEW, "--card", "refill-timing", "--grade", "4"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "a grade must be 0, 1, 2 or 3" in bad.stderr
 
 
@@ -69,8 +81,11 @@ def test_eval_corpus_merges_judgments_into_the_labeled_turns(settings):
 
 def test_merge_rule_by_hand():
     shipped = (LabeledQuery("q1", "A b", relevant={"x": 2, "y": 1}),)
-    judged = [Judgment("c", "a  B", "y", 0, "t"), Judgment("c", "new turn", "z", 1, "t"),
-              Judgment("c", "new turn", "gone", 3, "t")]
+    judged = [
+        Judgment("c", "a  B", "y", 0, "t"),
+        Judgment("c", "new turn", "z", 1, "t"),
+        Judgment("c", "new turn", "gone", 3, "t"),
+    ]
     out = merge(shipped, judged, cards={"x", "y", "z"})
     assert out[0] == LabeledQuery("q1", "A b", relevant={"x": 2, "y": 0})
     assert out[1].text == "new turn" and out[1].relevant == {"z": 1} and out[1].id.startswith("j-")
@@ -78,15 +93,21 @@ def test_merge_rule_by_hand():
 
 def test_export_beir_and_trec_import_back_to_the_same_qrels(settings, tmp_path):
     store = JudgmentStore(settings)
-    store.put_many([("shipped", LABELED, "device-gs60-e07", 3), ("shipped", LABELED, "device-gs40-e07", 0),
-                    ("shipped", NEW, "refill-timing", 2)])
+    store.put_many(
+        [
+            ("shipped", LABELED, "device-gs60-e07", 3),
+            ("shipped", LABELED, "device-gs40-e07", 0),
+            ("shipped", NEW, "refill-timing", 2),
+        ]
+    )
     rows = store.all("shipped")
     export_beir(rows, tmp_path / "beir")
     trec = export_trec(rows, tmp_path / "qrels.trec")
     assert (tmp_path / "beir" / "qrels" / "test.tsv").read_text().splitlines()[0] == "query-id\tcorpus-id\tscore"
     assert len(trec.read_text().splitlines()) == 3
-    back_beir = import_files(store, "from-beir", tmp_path / "beir" / "qrels" / "test.tsv",
-                             tmp_path / "beir" / "queries.jsonl")
+    back_beir = import_files(
+        store, "from-beir", tmp_path / "beir" / "qrels" / "test.tsv", tmp_path / "beir" / "queries.jsonl"
+    )
     back_trec = import_files(store, "from-trec", trec, tmp_path / "beir" / "queries.jsonl")
     assert _qrels(back_beir) == _qrels(back_trec) == _qrels(rows)
     assert _qrels(store.all("from-beir")) == _qrels(rows)
@@ -94,12 +115,15 @@ def test_export_beir_and_trec_import_back_to_the_same_qrels(settings, tmp_path):
         import_files(store, "shipped", trec, tmp_path / "beir" / "queries.jsonl", cards={"refill-timing"})
 
 
-@pytest.mark.parametrize("row,message", [
-    (("shipped", NEW, "refill-timing", 7), "a grade must be 0, 1, 2 or 3"),
-    (("shipped", NEW, "two words", 1), "ids have no spaces"),
-    (("shipped", "   ", "refill-timing", 1), "turn is empty"),
-    (("", NEW, "refill-timing", 1), "give its name"),
-])
+@pytest.mark.parametrize(
+    "row,message",
+    [
+        (("shipped", NEW, "refill-timing", 7), "a grade must be 0, 1, 2 or 3"),
+        (("shipped", NEW, "two words", 1), "ids have no spaces"),
+        (("shipped", "   ", "refill-timing", 1), "turn is empty"),
+        (("", NEW, "refill-timing", 1), "give its name"),
+    ],
+)
 def test_bad_judgments_say_what_to_fix(settings, row, message):
     with pytest.raises(ValueError, match=message):
         JudgmentStore(settings).put(*row)

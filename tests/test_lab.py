@@ -26,10 +26,20 @@ def lab_folder(tmp_path_factory):
 
 
 def run_lab_cli(folder, *args):
-    env = dict(os.environ, CORPUS_PATH=str(folder / "corpus" / "cards.jsonl"), CHROMA_PATH=str(folder / "chroma"),
-               MIN_SIMILARITY="0.3")
-    out = subprocess.run([sys.executable, "-m", "retrieval", "lab", *args], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=600)
+    env = dict(
+        os.environ,
+        CORPUS_PATH=str(folder / "corpus" / "cards.jsonl"),
+        CHROMA_PATH=str(folder / "chroma"),
+        MIN_SIMILARITY="0.3",
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "retrieval", "lab", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 

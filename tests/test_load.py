@@ -64,12 +64,18 @@ class Job:
     simulate_reranker_failure: bool
 
     def controls(self) -> dict[str, Any]:
-        return {"rrf_k": self.rrf_k, "hybrid_enabled": self.hybrid_enabled,
-                "simulate_reranker_failure": self.simulate_reranker_failure, "fusion": "rrf"}
+        return {
+            "rrf_k": self.rrf_k,
+            "hybrid_enabled": self.hybrid_enabled,
+            "simulate_reranker_failure": self.simulate_reranker_failure,
+            "fusion": "rrf",
+        }
 
     def label(self) -> str:
-        return (f"{self.turn!r} k={self.rrf_k} hybrid={self.hybrid_enabled} "
-                f"reranker_failure={self.simulate_reranker_failure}")
+        return (
+            f"{self.turn!r} k={self.rrf_k} hybrid={self.hybrid_enabled} "
+            f"reranker_failure={self.simulate_reranker_failure}"
+        )
 
 
 def _turns() -> list[str]:
@@ -82,9 +88,15 @@ def _turns() -> list[str]:
 
 def _jobs(turns: list[str]) -> list[Job]:
     """Twenty distinct jobs; the same turn runs at once with different k and hybrid switches."""
-    jobs = [Job(turn=turns[i % len(turns)], rrf_k=RRF_KS[i % len(RRF_KS)],
-                hybrid_enabled=(i % 3 != 2) ^ (i >= 12), simulate_reranker_failure=i % 7 == 5)
-            for i in range(N_JOBS)]
+    jobs = [
+        Job(
+            turn=turns[i % len(turns)],
+            rrf_k=RRF_KS[i % len(RRF_KS)],
+            hybrid_enabled=(i % 3 != 2) ^ (i >= 12),
+            simulate_reranker_failure=i % 7 == 5,
+        )
+        for i in range(N_JOBS)
+    ]
     assert len(set(jobs)) == N_JOBS, "the jobs must be distinct"
     return jobs
 
@@ -116,9 +128,10 @@ def _figure(value: Any) -> str:
 
 def answer(out: Any) -> dict[str, Any]:
     """The comparable content of one ``/run_turn`` answer (raises AssertionError on an error answer)."""
-    assert isinstance(out, (tuple, list)) and len(out) == len(API_FIELDS), \
-        f"/run_turn returned {type(out).__name__} of length {len(out) if hasattr(out, '__len__') else '?'}, " \
+    assert isinstance(out, (tuple, list)) and len(out) == len(API_FIELDS), (
+        f"/run_turn returned {type(out).__name__} of length {len(out) if hasattr(out, '__len__') else '?'}, "
         f"expected {len(API_FIELDS)} outputs {API_FIELDS}"
+    )
     view = dict(zip(API_FIELDS, out))
     assert not view["message"], f"the turn was rejected: {view['message']}"
     level = BADGE.search(view["status"])
@@ -149,12 +162,14 @@ def assert_own_settings(job: Job, got: dict[str, Any]) -> None:
     wrong = [f for f in got["formulas"] if f"/({job.rrf_k}+" not in f]
     assert not wrong, f"{job.label()}: RRF formulas not computed with k={job.rrf_k}: {wrong[:3]}"
     if not job.hybrid_enabled:
-        assert got["lists"]["bm25"] == [] and "disabled" in got["html"]["bm25"], \
+        assert got["lists"]["bm25"] == [] and "disabled" in got["html"]["bm25"], (
             f"{job.label()}: hybrid is off but the BM25 branch ran"
+        )
         assert got["level"] != "full", f"{job.label()}: hybrid is off but the level is full"
     elif job.simulate_reranker_failure:
-        assert "reranker load failure (simulated)" in got["html"]["reranked"] + got["html"]["status"], \
+        assert "reranker load failure (simulated)" in got["html"]["reranked"] + got["html"]["status"], (
             f"{job.label()}: the simulated reranker failure is not shown"
+        )
         assert got["level"] != "full", f"{job.label()}: the reranker failed but the level is full"
     else:
         assert got["lists"]["bm25"], f"{job.label()}: hybrid is on but the BM25 list is empty"
@@ -164,9 +179,10 @@ def assert_same(job: Job, ref: dict[str, Any], got: dict[str, Any]) -> None:
     """Exact equality with the reference, checked from the most telling difference to the least."""
     assert got["level"] == ref["level"], f"{job.label()}: level {got['level']} concurrently, {ref['level']} alone"
     for stage in STAGES:
-        assert got["lists"][stage] == ref["lists"][stage], \
-            f"{job.label()}: the {stage} list differs concurrently: " \
+        assert got["lists"][stage] == ref["lists"][stage], (
+            f"{job.label()}: the {stage} list differs concurrently: "
             f"{_first_diff(ref['lists'][stage], got['lists'][stage])}"
+        )
     assert got["formulas"] == ref["formulas"], f"{job.label()}: the RRF arithmetic differs concurrently"
     for name in HTML_FIELDS:
         assert got["html"][name] == ref["html"][name], f"{job.label()}: the {name} panel differs concurrently"
@@ -177,8 +193,9 @@ def assert_same(job: Job, ref: dict[str, Any], got: dict[str, Any]) -> None:
     # float32 model outputs agree to about 1e-7 (e.g. a similarity 0.5139338970 in one, 0.5139338374 in the
     # other); everything shown is equal, and the record's numbers must agree to 1e-6. One process: exact.
     same = _close(ref["record"], got["record"]) if os.environ.get("LOAD_URL") else got["record"] == ref["record"]
-    assert same, \
+    assert same, (
         f"{job.label()}: the exported record differs concurrently: {_record_diff(ref['record'], got['record'])}"
+    )
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -207,8 +224,10 @@ def _record_diff(alone: Any, concurrent: Any, path: str = "") -> str:
 
 def _first_diff(alone: list[Any], concurrent: list[Any]) -> str:
     i = next((n for n, (a, b) in enumerate(zip(alone, concurrent)) if a != b), min(len(alone), len(concurrent)))
-    return (f"first difference at rank {i + 1}: alone {alone[i:i + 3]} vs concurrent {concurrent[i:i + 3]} "
-            f"({len(alone)} vs {len(concurrent)} rows)")
+    return (
+        f"first difference at rank {i + 1}: alone {alone[i : i + 3]} vs concurrent {concurrent[i : i + 3]} "
+        f"({len(alone)} vs {len(concurrent)} rows)"
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -234,6 +253,7 @@ def outside() -> list[Any]:
                 seen.append(address)
                 raise OSError(f"test_load: refused a connection to {address!r} (only 127.0.0.1 is allowed)")
             return original(self, address)
+
         return call
 
     def lookup(host, *args, **kwargs):
@@ -337,11 +357,19 @@ def test_twenty_concurrent_sessions_match_their_lone_runs(app, outside, tmp_path
     assert not errors, "; ".join(f"{jobs[i].label()}: {type(e).__name__}: {e}" for i, e in errors)
 
     # 3. Latency: reported, not asserted.
-    report = {"n": N_JOBS, "p50_s": round(percentile(latency, 50), 3), "p95_s": round(percentile(latency, 95), 3),
-              "max_s": round(max(latency), 3), "wall_s": round(wall, 3),
-              "turns_per_s": round(N_JOBS / wall, 3), "alone_p50_s": round(percentile(alone, 50), 3)}
-    line = (f"load: n={report['n']} p50={report['p50_s']:.3f}s p95={report['p95_s']:.3f}s "
-            f"max={report['max_s']:.3f}s wall={report['wall_s']:.3f}s")
+    report = {
+        "n": N_JOBS,
+        "p50_s": round(percentile(latency, 50), 3),
+        "p95_s": round(percentile(latency, 95), 3),
+        "max_s": round(max(latency), 3),
+        "wall_s": round(wall, 3),
+        "turns_per_s": round(N_JOBS / wall, 3),
+        "alone_p50_s": round(percentile(alone, 50), 3),
+    }
+    line = (
+        f"load: n={report['n']} p50={report['p50_s']:.3f}s p95={report['p95_s']:.3f}s "
+        f"max={report['max_s']:.3f}s wall={report['wall_s']:.3f}s"
+    )
     print(f"\n{line}")
     record_property("load_latency", line)
     (tmp_path / "load_latency.json").write_text(json.dumps(report, indent=2), encoding="utf-8")

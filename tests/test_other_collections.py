@@ -13,8 +13,10 @@ import pytest
 from retrieval.formats import load_any
 
 BOM = "\ufeff"
-ROWS = [{"id": "b1", "title": "Tyre pressure", "text": "Road tyres run at 80 to 100 psi. Check them weekly."},
-        {"id": "b2", "title": "Chain", "text": "Lubricate the chain every 300 km and wipe off the excess."}]
+ROWS = [
+    {"id": "b1", "title": "Tyre pressure", "text": "Road tyres run at 80 to 100 psi. Check them weekly."},
+    {"id": "b2", "title": "Chain", "text": "Lubricate the chain every 300 km and wipe off the excess."},
+]
 
 
 def write(path: Path, text: str) -> Path:
@@ -27,8 +29,13 @@ def lines(rows: list[dict], end: str = "\n") -> str:
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_card(tmp_path):
-    write(tmp_path / "queries.jsonl", BOM + lines([{"id": "q1", "text": "chain oil", "lang": "en",
-                                                     "category": "semantic", "relevant": {"b2": 2}}], "\r\n"))
+    write(
+        tmp_path / "queries.jsonl",
+        BOM
+        + lines(
+            [{"id": "q1", "text": "chain oil", "lang": "en", "category": "semantic", "relevant": {"b2": 2}}], "\r\n"
+        ),
+    )
     loaded = load_any(write(tmp_path / "cards.jsonl", BOM + lines(ROWS, "\r\n")))  # the CLI reads queries beside
     assert [c.id for c in loaded.cards] == ["b1", "b2"]
     assert [(q.id, q.relevant) for q in loaded.queries] == [("q1", {"b2": 2})]
@@ -37,8 +44,10 @@ def test_a_byte_order_mark_is_not_part_of_the_first_card(tmp_path):
 def test_a_folder_in_the_projects_own_layout_is_its_cards_and_labeled_turns(tmp_path):
     """corpus/ and corpus/eval/* hold cards.jsonl + queries.jsonl: `eval --corpus corpus/eval/bicycles` names the
     folder (it was refused as "a folder without corpus.jsonl")."""
-    write(tmp_path / "queries.jsonl", lines([{"id": "q1", "text": "chain oil", "lang": "en", "category": "semantic",
-                                              "relevant": {"b2": 2}}]))
+    write(
+        tmp_path / "queries.jsonl",
+        lines([{"id": "q1", "text": "chain oil", "lang": "en", "category": "semantic", "relevant": {"b2": 2}}]),
+    )
     write(tmp_path / "cards.jsonl", lines(ROWS))
     loaded = load_any(tmp_path)
     assert loaded.format == "cards-jsonl" and [c.id for c in loaded.cards] == ["b1", "b2"]
@@ -56,8 +65,9 @@ def test_a_folder_in_the_projects_own_layout_is_its_cards_and_labeled_turns(tmp_
 def test_a_beir_folder_saved_with_byte_order_marks_keeps_its_labeled_turns(tmp_path):
     folder = tmp_path / "set"
     (folder / "qrels").mkdir(parents=True)
-    write(folder / "corpus.jsonl", BOM + lines([{"_id": r["id"], "title": r["title"], "text": r["text"]}
-                                                for r in ROWS]))
+    write(
+        folder / "corpus.jsonl", BOM + lines([{"_id": r["id"], "title": r["title"], "text": r["text"]} for r in ROWS])
+    )
     write(folder / "queries.jsonl", BOM + lines([{"_id": "q1", "text": "how often do I oil the chain"}]))
     write(folder / "qrels" / "test.tsv", BOM + "q1\tb2\t1\n")  # no header row: the first row is data
     loaded = load_any(folder)
@@ -101,8 +111,11 @@ def test_cards_without_titles_are_read_in_every_format(tmp_path):
 
 
 def test_a_semicolon_csv_with_quoted_newlines_and_extra_columns_is_read(tmp_path):
-    path = write(tmp_path / "cards.csv", BOM + 'ID;Title;Text;Author\r\nb1;Tyre pressure;"Road tyres, 80 psi.\r\n'
-                 'Check weekly.";x\r\nb2;Kette;"Öl alle 300 km; Überschuss abwischen.";y\r\n')
+    path = write(
+        tmp_path / "cards.csv",
+        BOM + 'ID;Title;Text;Author\r\nb1;Tyre pressure;"Road tyres, 80 psi.\r\n'
+        'Check weekly.";x\r\nb2;Kette;"Öl alle 300 km; Überschuss abwischen.";y\r\n',
+    )
     loaded = load_any(path)
     assert [(c.id, c.title) for c in loaded.cards] == [("b1", "Tyre pressure"), ("b2", "Kette")]
     assert loaded.cards[0].text == "Road tyres, 80 psi.\r\nCheck weekly."
@@ -116,8 +129,9 @@ def test_a_zip_of_markdown_with_byte_order_marks_and_crlf(tmp_path):
         zf.writestr("docs/b/frenos.md", "# Frenos\n\nLas pastillas se cambian a 1,5 mm.")
     loaded = load_any(path)
     assert [(c.id, c.title, c.text) for c in loaded.cards] == [
-        ("docs/a/chain", "Chain", "Lubricate it every 300 km."), ("docs/b/frenos", "Frenos",
-                                                                 "Las pastillas se cambian a 1,5 mm.")]
+        ("docs/a/chain", "Chain", "Lubricate it every 300 km."),
+        ("docs/b/frenos", "Frenos", "Las pastillas se cambian a 1,5 mm."),
+    ]
 
 
 def test_judgements_that_name_unknown_ids_are_skipped_and_said(tmp_path):
@@ -139,9 +153,16 @@ def test_an_upload_says_what_it_skipped(tmp_path):
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 
-    handlers.use_base_settings(Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
-                                        data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"),
-                                        min_similarity=0.3, **PATIENT))
+    handlers.use_base_settings(
+        Settings(
+            corpus_path=str(MINI_CARDS),
+            chroma_path=str(tmp_path / "chroma"),
+            data_dir=str(tmp_path / "data"),
+            data_root=str(tmp_path / "eval"),
+            min_similarity=0.3,
+            **PATIENT,
+        )
+    )
     try:
         path = tmp_path / "upload.zip"
         with zipfile.ZipFile(path, "w") as zf:
@@ -166,8 +187,15 @@ def test_the_same_cards_again_with_labeled_turns_keep_their_turns(tmp_path):
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 
-    reg = Registry(Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
-                            data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"), **PATIENT))
+    reg = Registry(
+        Settings(
+            corpus_path=str(MINI_CARDS),
+            chroma_path=str(tmp_path / "chroma"),
+            data_dir=str(tmp_path / "data"),
+            data_root=str(tmp_path / "eval"),
+            **PATIENT,
+        )
+    )
     folder = tmp_path / "set"
     (folder / "qrels").mkdir(parents=True)
     write(folder / "corpus.jsonl", lines([{"_id": r["id"], "title": r["title"], "text": r["text"]} for r in ROWS]))
@@ -188,14 +216,21 @@ def test_a_cycling_corpus_answers_the_cycling_questions_of_the_out_of_domain_poo
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 
-    s = Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
-                 data_root=str(tmp_path / "eval"), **PATIENT)
+    s = Settings(
+        corpus_path=str(MINI_CARDS),
+        chroma_path=str(tmp_path / "chroma"),
+        data_dir=str(tmp_path / "data"),
+        data_root=str(tmp_path / "eval"),
+        **PATIENT,
+    )
     data, _ = Registry(s).add(Path(__file__).resolve().parent.parent / "corpus" / "eval" / "bicycles" / "cards.jsonl")
     retriever = retriever_for(data, s)
     assert "how do I adjust the gears on my road bike" in retriever.ood_covered
     assert "why did my bread come out dense and flat" not in retriever.ood_covered
-    for turn, card in (("how should I adjust the gears on my road bike", "bike-gear-indexing"),
-                       ("is it safe to ride my e-bike in the rain?", "bike-ebike-rain")):
+    for turn, card in (
+        ("how should I adjust the gears on my road bike", "bike-gear-indexing"),
+        ("is it safe to ride my e-bike in the rain?", "bike-ebike-rain"),
+    ):
         result = retriever.retrieve(turn, s)
         assert result.hybrid_path == "full" and result.final[0].parent_id == card, (turn, result.reason)
     assert retriever.retrieve("why did my bread come out so dense and flat", s).hybrid_path == "no_match"
@@ -207,10 +242,13 @@ def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
     from retrieval.bm25 import BM25Index
     from retrieval.corpus import split_cards
 
-    path = write(tmp_path / "taller.csv", "id;title;text\n"
-                 "es1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
-                 "es2;Frenos;Cambie las pastillas de freno cuando midan menos de 1,5 mm.\n"
-                 "en1;Tyres;Check the tyre pressure every week with a floor pump.\n")
+    path = write(
+        tmp_path / "taller.csv",
+        "id;title;text\n"
+        "es1;Cadenas;Lubrique las cadenas de la bicicleta cada 300 kilómetros y limpie el exceso.\n"
+        "es2;Frenos;Cambie las pastillas de freno cuando midan menos de 1,5 mm.\n"
+        "en1;Tyres;Check the tyre pressure every week with a floor pump.\n",
+    )
     cards = load_any(path).cards
     assert [c.lang for c in cards] == ["es", "es", "en"]
     hits = BM25Index(split_cards(cards), "snowball").search("¿cada cuánto hay que lubricar la cadena?", 3)
@@ -220,9 +258,10 @@ def test_a_collection_without_lang_is_stemmed_in_its_own_language(tmp_path):
 def test_a_zip_without_text_files_names_what_it_holds(tmp_path):
     from retrieval.formats import LoadError
 
-    for files, named in (({"cards.jsonl": lines(ROWS), "logo.png": b"\x89PNG"}, "'cards.jsonl'"),
-                         ({"export/2024/set/corpus.jsonl": lines([{"_id": "d1", "text": "x"}])},
-                          "'export/2024/set/corpus.jsonl'")):
+    for files, named in (
+        ({"cards.jsonl": lines(ROWS), "logo.png": b"\x89PNG"}, "'cards.jsonl'"),
+        ({"export/2024/set/corpus.jsonl": lines([{"_id": "d1", "text": "x"}])}, "'export/2024/set/corpus.jsonl'"),
+    ):
         path = tmp_path / "upload.zip"
         with zipfile.ZipFile(path, "w") as zf:
             for name, data in files.items():
@@ -280,8 +319,13 @@ def test_someone_elses_cards_at_corpus_path_do_not_speak_of_medication(tmp_path)
 
     bikes = Path(__file__).resolve().parent.parent / "corpus" / "eval" / "bicycles" / "cards.jsonl"
     for cards, medication in ((bikes, False), (MINI_CARDS, True)):
-        s = Settings(corpus_path=str(cards), chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"),
-                     data_root=str(tmp_path / "eval"), **PATIENT)
+        s = Settings(
+            corpus_path=str(cards),
+            chroma_path=str(tmp_path / "chroma"),
+            data_dir=str(tmp_path / "data"),
+            data_root=str(tmp_path / "eval"),
+            **PATIENT,
+        )
         assert Registry(s).get("shipped").refusal == (REFUSAL if medication else NEUTRAL_REFUSAL)
         words = corpus_words._words(Registry(s).open("shipped"))
         banner, shown = corpus_words.banner(words), " ".join([words.placeholder, *(st.text for st in words.steps)])
@@ -307,7 +351,8 @@ def test_excel_encodings_utf16_is_read_and_windows_1252_says_how_to_save_as_utf8
     table = "ID\tTitle\tText\r\nc1\tCafé\tLe café est chaud.\r\n"
     (tmp_path / "export.tsv").write_bytes(table.encode("utf-16"))
     assert [(c.id, c.title, c.text) for c in load_any(tmp_path / "export.tsv").cards] == [
-        ("c1", "Café", "Le café est chaud.")]
+        ("c1", "Café", "Le café est chaud.")
+    ]
     (tmp_path / "cards.jsonl").write_bytes(lines(ROWS, "\r\n").encode("utf-16-le").join([b"\xff\xfe", b""]))
     assert [c.id for c in load_any(tmp_path / "cards.jsonl").cards] == ["b1", "b2"]
     (tmp_path / "excel.csv").write_bytes("id,title,text\r\nc1,Café,Le café est chaud.\r\n".encode("cp1252"))
@@ -326,10 +371,14 @@ def test_a_csv_row_is_never_cut_short_or_swallowed_by_its_quotes(tmp_path):
     assert "comma.csv:2: the row has 4 cells but the header names 3 columns: 'then wipe it.' would be lost" in said
     said = refused(write(tmp_path / "open.tsv", 'id\ttitle\ttext\nc1\tT\tfine\nc2\tT\t"Unclosed\nc3\tT\tthird\n'))
     assert "open.tsv:3: unreadable TSV row (unexpected end of data, reading on to line 4)" in said, said
-    excel = write(tmp_path / "excel.csv", 'sep=;\r\nid;title;text\r\nc1;"A; B";"He said ""oil it"",\r\nweekly."\r\n'
-                  "c2;T;plain;;\r\n")
+    excel = write(
+        tmp_path / "excel.csv",
+        'sep=;\r\nid;title;text\r\nc1;"A; B";"He said ""oil it"",\r\nweekly."\r\nc2;T;plain;;\r\n',
+    )
     assert [(c.id, c.title, c.text) for c in load_any(excel).cards] == [
-        ("c1", "A; B", 'He said "oil it",\r\nweekly.'), ("c2", "T", "plain")]
+        ("c1", "A; B", 'He said "oil it",\r\nweekly.'),
+        ("c2", "T", "plain"),
+    ]
 
 
 def test_a_header_with_other_column_names_says_which_to_rename(tmp_path):
@@ -356,8 +405,10 @@ def test_markdown_front_matter_and_a_mac_zip_s_names(tmp_path):
     path.write_bytes(path.read_bytes().replace(b"Cafe__", "Cafe\u0301".encode()))  # UTF-8 bytes, no flag
     loaded = load_any(path)
     assert [(c.id, c.title, c.text) for c in loaded.cards] == [
-        ("Notes/Caf\u00e9 brew", "Café", "Brew at 94 degrees."), ("Notes/post", "Chain: oiling", "Oil it weekly."),
-        ("Notes/rule", "rule", "--- A text that opens with a rule. --- More.")]
+        ("Notes/Caf\u00e9 brew", "Café", "Brew at 94 degrees."),
+        ("Notes/post", "Chain: oiling", "Oil it weekly."),
+        ("Notes/rule", "rule", "--- A text that opens with a rule. --- More."),
+    ]
     assert loaded.notes == ()  # the Finder's files are not "entries that are not .txt/.md"
 
 

@@ -37,7 +37,7 @@ def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
     assert 'class="status level-pending"' in first["status"] and "scoring" in first["status"]
     assert "rrf_only" in first["status"]  # the level so far
     assert '<div class="hit' in first["rrf"] and '<div class="hit' in first["bm25"]
-    assert 'col col-reranked pending' in first["reranked"] and '<div class="hit' not in first["reranked"]
+    assert "col col-reranked pending" in first["reranked"] and '<div class="hit' not in first["reranked"]
     assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]  # then badge + columns
     # the branches ran once, for the first step; the last step says so instead of "0.0 ms"
     assert re.search(r"hits · [0-9.]+ ms</span>", first["bm25"]) and "hits · cached</span>" in columns["bm25"]
@@ -69,8 +69,9 @@ def test_an_older_streamed_turn_drops_its_steps_once_a_newer_one_of_its_session_
     from types import SimpleNamespace
 
     def event(session, seq, text):
-        return handlers.newest_only(handlers.stream_turn)(SimpleNamespace(session_hash=session), text,
-                                                          *control_values(), None, seq)
+        return handlers.newest_only(handlers.stream_turn)(
+            SimpleNamespace(session_hash=session), text, *control_values(), None, seq
+        )
 
     older = event("s1", 1, "GS-40 E-07 what now (older, newest unit)")
     assert "scoring" in next(older)[1]  # its fused list is shown; the cross-encoder has pairs to score
@@ -108,8 +109,9 @@ def test_a_newer_turns_steps_wait_until_an_older_step_on_its_way_is_handed_on():
     older = handlers.newest_only(steps("older fused", "older reranked"))(SimpleNamespace(session_hash="w1"), 1)
     assert next(older) == ("older fused",)
     newer: list[Any] = []
-    waiting = threading.Thread(target=lambda: newer.extend(
-        handlers.newest_only(steps("newer"))(SimpleNamespace(session_hash="w1"), 2)))
+    waiting = threading.Thread(
+        target=lambda: newer.extend(handlers.newest_only(steps("newer"))(SimpleNamespace(session_hash="w1"), 2))
+    )
     waiting.start()
     waiting.join(0.5)
     assert waiting.is_alive() and newer == []  # held: the older step is not handed on yet
@@ -134,8 +136,9 @@ def test_an_older_turns_details_never_fill_the_page_under_a_newer_turn(ui):
     assert stale == tuple(gr.skip() for _ in handlers.DETAILS)
     assert newer in json.dumps(fresh["last_turn"])
     # another session, or an event without one (the API), is not affected
-    other = dict(zip(handlers.DETAILS, details(SimpleNamespace(session_hash="d2"), older, *control_values(), None,
-                                               None)))
+    other = dict(
+        zip(handlers.DETAILS, details(SimpleNamespace(session_hash="d2"), older, *control_values(), None, None))
+    )
     assert older in json.dumps(other["last_turn"])
     handlers.end_session(request)
     assert "d1" not in handlers._NEWEST_TURN
@@ -166,9 +169,16 @@ def test_a_hostile_card_id_never_reaches_the_watch_style():
 
 # ------------------------------------------------------------------------------------------ corpus words
 def _corpus(queries=()) -> CorpusData:
-    cards = tuple(Card(id=f"bike-{i}", title=f"Bicycle chain repair {i}", lang="en", topic="bikes",
-                       text=f"Oil the chain and check link {i}.")
-                  for i in range(4))
+    cards = tuple(
+        Card(
+            id=f"bike-{i}",
+            title=f"Bicycle chain repair {i}",
+            lang="en",
+            topic="bikes",
+            text=f"Oil the chain and check link {i}.",
+        )
+        for i in range(4)
+    )
     chunks = tuple(Chunk(chunk_id=f"{c.id}#0", parent_id=c.id, title=c.title, lang="en", text=c.text) for c in cards)
     entry = CorpusEntry("bikes", "indexed", "/nowhere/bikes.csv", "csv", "f" * 16, len(cards), len(chunks))
     return CorpusData(entry, cards, chunks, tuple(queries))
@@ -184,8 +194,15 @@ def test_another_corpus_speaks_its_own_words_not_the_medication_cards():
 
 
 def test_labeled_turns_become_examples_and_the_tour_sampled_across_categories():
-    queries = [LabeledQuery(f"q{i}", f"how do I fix chain {i}", category="lexical" if i < 10 else "semantic",
-                            relevant={f"bike-{i % 4}": 2}) for i in range(14)]
+    queries = [
+        LabeledQuery(
+            f"q{i}",
+            f"how do I fix chain {i}",
+            category="lexical" if i < 10 else "semantic",
+            relevant={f"bike-{i % 4}": 2},
+        )
+        for i in range(14)
+    ]
     words = corpus_words._words(_corpus(queries))
     categories = {q.category for q in queries if q.text in {s.text for s in words.steps[:2]}}
     assert categories == {"lexical", "semantic"}  # not the first N, which are all lexical
@@ -208,8 +225,9 @@ def test_rank_moves_read_as_marks():
 
 
 def test_the_badge_summarises_timings_and_explains_where_a_cosine_threshold_comes_from():
-    summary = render.timing_summary({"bm25": 0.4, "embed_query": 10.0, "chroma_query": 2.5, "fusion": 0.3,
-                                     "rerank": 290.0, "total": 305.0})
+    summary = render.timing_summary(
+        {"bm25": 0.4, "embed_query": 10.0, "chroma_query": 2.5, "fusion": 0.3, "rerank": 290.0, "total": 305.0}
+    )
     assert summary == "timings: BM25 0.4 · dense 12.5 · fusion 0.3 · rerank 290.0 · total 305.0 ms"
     origin = render._threshold_origin("cosine rescue", {"min_similarity": 0.55, "refusal_rescue_margin": 0.09})
     assert origin == " (threshold = MIN_SIMILARITY 0.55 + REFUSAL_RESCUE_MARGIN 0.09)"

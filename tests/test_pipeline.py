@@ -56,8 +56,11 @@ def test_dense_only_on_a_really_empty_bm25_index(mini_settings, spans):
     from retrieval.types import Chunk
 
     chunks = [Chunk("x#0", "x", "", "en", "...")]
-    r = HybridRetriever(mini_settings.replace(chroma_path=mini_settings.chroma_path + "-empty", min_similarity=-1),
-                        chunks=chunks, progress=lambda d, t: None).retrieve("anything")
+    r = HybridRetriever(
+        mini_settings.replace(chroma_path=mini_settings.chroma_path + "-empty", min_similarity=-1),
+        chunks=chunks,
+        progress=lambda d, t: None,
+    ).retrieve("anything")
     assert r.hybrid_path == "dense_only" == level(spans)
 
 
@@ -110,9 +113,11 @@ def test_parent_dedup_keeps_best_chunk_per_card(mini_settings, tmp_path):
     """A card split into several chunks appears once in the final list, via its best-ranked chunk."""
     from retrieval.types import Chunk
 
-    chunks = [Chunk("a#0", "a", "Insulin", "en", "Keep insulin pens in the fridge."),
-              Chunk("a#1", "a", "Insulin", "en", "Insulin pens in use stay at room temperature."),
-              Chunk("b#0", "b", "Meter", "en", "The meter shows error E-07 when the strip is removed.")]
+    chunks = [
+        Chunk("a#0", "a", "Insulin", "en", "Keep insulin pens in the fridge."),
+        Chunk("a#1", "a", "Insulin", "en", "Insulin pens in use stay at room temperature."),
+        Chunk("b#0", "b", "Meter", "en", "The meter shows error E-07 when the strip is removed."),
+    ]
     s = mini_settings.replace(chroma_path=str(tmp_path / "dedup"), min_similarity=-1.0)
     r = HybridRetriever(s, chunks=chunks, progress=lambda d, t: None).retrieve("insulin pens", s)
     assert [h.parent_id for h in r.final] == ["a", "b"]
@@ -173,8 +178,9 @@ def test_rerank_rrf_mode_blends_cross_encoder_and_fused_order(mini, mini_setting
     assert [h.rank for h in sorted(r.reranked, key=lambda h: -h.blend_score)] == list(range(1, len(r.reranked) + 1))
 
 
-def test_the_process_wide_retriever_cache_is_bounded_lru_and_never_evicts_one_in_use(mini_settings, tmp_path,
-                                                                                     monkeypatch):
+def test_the_process_wide_retriever_cache_is_bounded_lru_and_never_evicts_one_in_use(
+    mini_settings, tmp_path, monkeypatch
+):
     """Issue 19, defect 8: one retriever per corpus and model was kept for ever. At most MAX_RETRIEVERS now, the
     least recently used first, and never one in use (a turn or an evaluation holds ``using()``)."""
     from retrieval import pipeline

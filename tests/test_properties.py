@@ -18,15 +18,65 @@ from retrieval.types import HYBRID_PATHS, RetrievalResult
 
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-DOMAIN = ["GlucoSense", "GS-40", "GS-60", "E-07", "E-09", "error", "meter", "strip", "insulin", "pen", "fridge",
-          "Glucavex", "500", "mg", "dose", "missed", "olvidé", "dosis", "pastilla", "cold", "hot", "warm", "car"]
-JUNK = ["<script>alert(1)</script>", "<b>", "&amp;", "\"'`", "💊", "🩸👩🏽‍⚕️", "مرحبا", "שלום", "\u202e", "\u200b",
-        "\x00", "\x1b[31m", "\r\n", "\t", "\ud800", "\udcff", "𝔤𝔰", "Ⅻ", "ﬁ", "e\u0301", "%s%n", "{0}", "NaN", "-1"]
+DOMAIN = [
+    "GlucoSense",
+    "GS-40",
+    "GS-60",
+    "E-07",
+    "E-09",
+    "error",
+    "meter",
+    "strip",
+    "insulin",
+    "pen",
+    "fridge",
+    "Glucavex",
+    "500",
+    "mg",
+    "dose",
+    "missed",
+    "olvidé",
+    "dosis",
+    "pastilla",
+    "cold",
+    "hot",
+    "warm",
+    "car",
+]
+JUNK = [
+    "<script>alert(1)</script>",
+    "<b>",
+    "&amp;",
+    "\"'`",
+    "💊",
+    "🩸👩🏽‍⚕️",
+    "مرحبا",
+    "שלום",
+    "\u202e",
+    "\u200b",
+    "\x00",
+    "\x1b[31m",
+    "\r\n",
+    "\t",
+    "\ud800",
+    "\udcff",
+    "𝔤𝔰",
+    "Ⅻ",
+    "ﬁ",
+    "e\u0301",
+    "%s%n",
+    "{0}",
+    "NaN",
+    "-1",
+]
 
 ANY_TEXT = st.text(alphabet=st.characters(exclude_categories=()), max_size=300)  # includes controls, surrogates
 DOMAINISH = st.lists(st.sampled_from(DOMAIN + JUNK), min_size=1, max_size=40).map(" ".join)
-LONG = st.builds(lambda unit, n: (unit * n)[:n], st.sampled_from(["a", "insulin pen ", "💊", "مرحبا ", " ", "\x00"]),
-                 st.integers(MAX_QUERY_CHARS - 5, 20_000))
+LONG = st.builds(
+    lambda unit, n: (unit * n)[:n],
+    st.sampled_from(["a", "insulin pen ", "💊", "مرحبا ", " ", "\x00"]),
+    st.integers(MAX_QUERY_CHARS - 5, 20_000),
+)
 TURNS = st.one_of(ANY_TEXT, DOMAINISH, LONG)
 
 
@@ -78,27 +128,39 @@ def test_any_turn_is_answered_and_coherent(mini, mini_settings, text):
     check(mini.retrieve(text, mini_settings), mini_settings)
 
 
-CONTROLS = st.fixed_dictionaries({
-    "rrf_k": st.integers(1, 1000),
-    "bm25_weight": st.floats(0, 10),
-    "dense_weight": st.floats(0, 10),
-    "top_k": st.integers(1, 8),
-    "candidate_multiplier": st.integers(1, 6),
-    "min_similarity": st.floats(-1, 1),
-    "reranker_max_input": st.integers(0, 8),
-    "hybrid_enabled": st.booleans(),
-    "fusion": st.sampled_from(["rrf", "convex"]),
-    "rerank_mode": st.sampled_from(["replace", "rrf"]),
-    "query_weighting": st.sampled_from(["off", "auto"]),
-    "bm25_tokenizer": st.sampled_from(["plain", "snowball"]),
-    "simulate_reranker_failure": st.booleans(),
-    "simulate_empty_bm25": st.booleans(),
-}).filter(lambda c: c["bm25_weight"] > 0 or c["dense_weight"] > 0 or not c["hybrid_enabled"])
+CONTROLS = st.fixed_dictionaries(
+    {
+        "rrf_k": st.integers(1, 1000),
+        "bm25_weight": st.floats(0, 10),
+        "dense_weight": st.floats(0, 10),
+        "top_k": st.integers(1, 8),
+        "candidate_multiplier": st.integers(1, 6),
+        "min_similarity": st.floats(-1, 1),
+        "reranker_max_input": st.integers(0, 8),
+        "hybrid_enabled": st.booleans(),
+        "fusion": st.sampled_from(["rrf", "convex"]),
+        "rerank_mode": st.sampled_from(["replace", "rrf"]),
+        "query_weighting": st.sampled_from(["off", "auto"]),
+        "bm25_tokenizer": st.sampled_from(["plain", "snowball"]),
+        "simulate_reranker_failure": st.booleans(),
+        "simulate_empty_bm25": st.booleans(),
+    }
+).filter(lambda c: c["bm25_weight"] > 0 or c["dense_weight"] > 0 or not c["hybrid_enabled"])
 
 
 @PROPERTY
-@given(controls=CONTROLS, text=st.sampled_from(["GlucoSense GS-40 error E-07", "my insulin pen got warm",
-                                                "olvidé una dosis", "meter too cold", "who won the 1998 world cup"]))
+@given(
+    controls=CONTROLS,
+    text=st.sampled_from(
+        [
+            "GlucoSense GS-40 error E-07",
+            "my insulin pen got warm",
+            "olvidé una dosis",
+            "meter too cold",
+            "who won the 1998 world cup",
+        ]
+    ),
+)
 def test_any_valid_controls_keep_the_invariants(mini, mini_settings, controls, text):
     s = mini_settings.replace(**controls)
     check(mini.retrieve(text, s), s)

@@ -13,15 +13,18 @@ ZERO_WIDTH = "GS\u200b-40 E\u2060-09"
 FULLWIDTH = "ＧＳ－４０ Ｅ－０９"
 
 
-@pytest.mark.parametrize(("typed", "searched"), [
-    (ZERO_WIDTH, "GS-40 E-09"),
-    (FULLWIDTH, "GS-40 E-09"),
-    ("\ufeffGS-40\u200e \u200fE-09\u00ad", "GS-40 E-09"),  # BOM, LRM/RLM, soft hyphen
-    ("\u202eGS-40 E-09\u202c \u2066x\u2069", "GS-40 E-09 x"),  # bidi embeddings and isolates
-    ("\u200c\u200d insulin \u180e pen", "insulin pen"),
-    ("dose of 5 ㎎", "dose of 5 mg"),
-    ("  plain\tturn \n", "plain turn"),
-])
+@pytest.mark.parametrize(
+    ("typed", "searched"),
+    [
+        (ZERO_WIDTH, "GS-40 E-09"),
+        (FULLWIDTH, "GS-40 E-09"),
+        ("\ufeffGS-40\u200e \u200fE-09\u00ad", "GS-40 E-09"),  # BOM, LRM/RLM, soft hyphen
+        ("\u202eGS-40 E-09\u202c \u2066x\u2069", "GS-40 E-09 x"),  # bidi embeddings and isolates
+        ("\u200c\u200d insulin \u180e pen", "insulin pen"),
+        ("dose of 5 ㎎", "dose of 5 mg"),
+        ("  plain\tturn \n", "plain turn"),
+    ],
+)
 def test_turns_are_normalised(typed, searched):
     assert clean_query(typed) == searched
 

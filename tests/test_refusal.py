@@ -34,8 +34,9 @@ TEXTS = [
     "Storing insulin\nKeep unopened insulin pens in the refrigerator.",
 ]
 VOCAB = Vocabulary.from_texts(TEXTS)
-T = RefusalThresholds(min_cross_encoder=-3.0, min_rescue_cosine=0.65, min_fallback_cosine=0.6,
-                      min_dense_only_cosine=0.6)
+T = RefusalThresholds(
+    min_cross_encoder=-3.0, min_rescue_cosine=0.65, min_fallback_cosine=0.6, min_dense_only_cosine=0.6
+)
 
 
 def lex(turn: str, top: int | None = 0) -> object:
@@ -64,8 +65,13 @@ def test_identifiers_are_normalised_and_quantities_are_not_identifiers():
 
 
 def test_content_words_drop_stop_words_of_every_language_and_keep_brands():
-    assert content_words("¿Puedo tomar jugo de toronja con Lipoquell?") == ["puedo", "tomar", "jugo", "toronja",
-                                                                          "lipoquell"]
+    assert content_words("¿Puedo tomar jugo de toronja con Lipoquell?") == [
+        "puedo",
+        "tomar",
+        "jugo",
+        "toronja",
+        "lipoquell",
+    ]
     assert content_words("who are you?") == []
     assert content_words("?") == []
 
@@ -103,9 +109,11 @@ def test_agreement_counts_distinct_cards_in_each_top():
 
 
 def test_gather_takes_best_scores_and_drops_agreement_without_both_branches():
-    cands = [Candidate("p1", "p1#0", TEXTS[0], cosine=0.61, cross_encoder=None),
-             Candidate("p2", "p2#0", TEXTS[1], cosine=0.70, cross_encoder=-4.0),
-             Candidate("p3", "p3#0", TEXTS[2], cosine=None, cross_encoder=2.5)]
+    cands = [
+        Candidate("p1", "p1#0", TEXTS[0], cosine=0.61, cross_encoder=None),
+        Candidate("p2", "p2#0", TEXTS[1], cosine=0.70, cross_encoder=-4.0),
+        Candidate("p3", "p3#0", TEXTS[2], cosine=None, cross_encoder=2.5),
+    ]
     ev = gather("GS-40 E-07", "full", cands, VOCAB, ["p1", "p2"], ["p2", "p1"])
     assert (ev.best_cross_encoder, ev.best_cosine) == (2.5, 0.70)
     assert ev.lexical.matched == ("gs", "40", "07")  # matched against the top candidate's text (p1)
@@ -121,10 +129,16 @@ def test_gather_takes_best_scores_and_drops_agreement_without_both_branches():
 ES_TEXTS = ["Olvidé una dosis diaria\nSi olvida una dosis, tómela cuando se acuerde el mismo día."]
 
 
-@pytest.mark.parametrize("text, lang", [
-    ("¿Puedo tomar jugo de toronja con Lipoquell?", "es"), ("Esqueci a dose de ontem, posso tomar duas hoje?", "pt"),
-    ("my car battery is low, how do I replace it", "en"), ("GS-40 E-09", ""), ("Lipoquell", ""),
-])
+@pytest.mark.parametrize(
+    "text, lang",
+    [
+        ("¿Puedo tomar jugo de toronja con Lipoquell?", "es"),
+        ("Esqueci a dose de ontem, posso tomar duas hoje?", "pt"),
+        ("my car battery is low, how do I replace it", "en"),
+        ("GS-40 E-09", ""),
+        ("Lipoquell", ""),
+    ],
+)
 def test_the_language_of_a_turn_is_told_by_the_stop_words_only_it_has(text, lang):
     assert language(text) == lang
 
@@ -147,8 +161,9 @@ def test_too_many_unexplained_words_refuse_unless_the_cross_encoder_is_sure():
     ev = RefusalEvidence("full", best_cross_encoder=1.0, best_cosine=0.7, lexical=lex("the printer shows error E-07"))
     d = decide(ev, th)
     assert d.refused and [t.name for t in d.failed] == ["unexplained words"]
-    assert d.reason == ("2 words no card uses ('printer', 'shows'), more than 1 allowed, and the best cross-encoder "
-                        "score 1.0 < 5.0")
+    assert d.reason == (
+        "2 words no card uses ('printer', 'shows'), more than 1 allowed, and the best cross-encoder score 1.0 < 5.0"
+    )
     unexplained = next(t for t in d.tests if t.name == "unexplained words")
     assert (unexplained.value, unexplained.threshold) == (2.0, 1.0)
     assert not decide(replace(ev, best_cross_encoder=5.0), th).refused  # sure enough: answered
@@ -157,8 +172,10 @@ def test_too_many_unexplained_words_refuse_unless_the_cross_encoder_is_sure():
     # answered near miss can be seen for what it is.
     off = decide(ev, T)
     assert "unexplained words" not in [t.name for t in off.tests] and not off.refused
-    assert off.notes == ("2 words no card uses ('printer', 'shows'): not judged (REFUSAL_MAX_UNEXPLAINED_WORDS is "
-                         "off: paraphrases use as many as near misses)",)
+    assert off.notes == (
+        "2 words no card uses ('printer', 'shows'): not judged (REFUSAL_MAX_UNEXPLAINED_WORDS is "
+        "off: paraphrases use as many as near misses)",
+    )
     assert decide(replace(ev, lexical=lex("insulin pens in the refrigerator")), T).notes == ()
     assert decide(ev, th).notes == ()  # judged: a test, not a note
 
@@ -172,10 +189,14 @@ def test_a_turn_in_a_language_few_cards_use_is_not_judged_by_its_words():
     assert not d.refused
     assert [t.name for t in d.tests] == ["known words", "unknown identifiers", "cross-encoder"]
     assert d.tests[0].passed and d.tests[0].sentence.startswith("not compared: the turn is in Spanish")
-    assert d.tests[2].sentence == "best cross-encoder score -5.0 >= -6.0 (Spanish turn, cards mostly in another language)"
+    assert (
+        d.tests[2].sentence == "best cross-encoder score -5.0 >= -6.0 (Spanish turn, cards mostly in another language)"
+    )
     # Below the foreign threshold, the cosine rescues without a shared word (none can be shared across languages).
-    d = decide(RefusalEvidence("full", best_cross_encoder=-7.0, best_cosine=0.7, lexical=ev),
-               replace(th, min_rescue_cosine=0.65))
+    d = decide(
+        RefusalEvidence("full", best_cross_encoder=-7.0, best_cosine=0.7, lexical=ev),
+        replace(th, min_rescue_cosine=0.65),
+    )
     assert not d.refused and d.rule == "cross-encoder, rescued by cosine (turn and cards in different languages)"
     # With multilingual-e5's cosine (asked by the pipeline only for such a turn below the foreign threshold), it
     # decides instead of the English cosine.
@@ -186,19 +207,34 @@ def test_a_turn_in_a_language_few_cards_use_is_not_judged_by_its_words():
     assert d.refused and d.reason.endswith("multilingual-e5 cosine with the top card 0.78 < 0.8")
     assert not decide(replace(low, multilingual_cosine=0.81), th).refused
     # The rule before issue 23 ignored languages: the English threshold and a shared word for the rescue.
-    d = decide(RefusalEvidence("full", best_cross_encoder=-5.0, best_cosine=0.7, lexical=ev),
-               replace(th, languages=False, max_unexplained_words=99, min_rescue_cosine=0.65))
+    d = decide(
+        RefusalEvidence("full", best_cross_encoder=-5.0, best_cosine=0.7, lexical=ev),
+        replace(th, languages=False, max_unexplained_words=99, min_rescue_cosine=0.65),
+    )
     assert d.refused and [(t.name, t.threshold) for t in d.failed] == [
-        ("known words", 1.0), ("cross-encoder", -3.0), ("lexical support", 1.0)]
+        ("known words", 1.0),
+        ("cross-encoder", -3.0),
+        ("lexical support", 1.0),
+    ]
 
 
-JA_TEXTS = ["インスリンの保管\nインスリンは冷蔵庫で保管してください。", "飲み忘れ\n薬を飲み忘れたときはすぐ飲んでください。",
-            "エラーE-07\nGS-40のエラーE-07は試験紙の不良です。"]
+JA_TEXTS = [
+    "インスリンの保管\nインスリンは冷蔵庫で保管してください。",
+    "飲み忘れ\n薬を飲み忘れたときはすぐ飲んでください。",
+    "エラーE-07\nGS-40のエラーE-07は試験紙の不良です。",
+]
 
 
-@pytest.mark.parametrize("text, lang", [("糖尿病の薬を飲み忘れた", "ja"), ("忘记吃药了怎么办", "zh"),
-                                        ("인슐린을 냉장고에 보관하세요", "ko"), ("GS-40の", ""),
-                                        ("what does the word 薬 mean", "en")])
+@pytest.mark.parametrize(
+    "text, lang",
+    [
+        ("糖尿病の薬を飲み忘れた", "ja"),
+        ("忘记吃药了怎么办", "zh"),
+        ("인슐린을 냉장고에 보관하세요", "ko"),
+        ("GS-40の", ""),
+        ("what does the word 薬 mean", "en"),
+    ],
+)
 def test_chinese_japanese_and_korean_turns_are_told_by_their_script(text, lang):
     assert language(text) == lang
 
@@ -216,13 +252,24 @@ def test_cjk_turns_are_judged_by_their_bigrams():
     assert foreign.language == "ja" and foreign.foreign and not foreign.judged
 
 
-@pytest.mark.parametrize("text, lang", [
-    ("Как хранить инсулин?", "cyrl"), ("كيف أحفظ الأنسولين؟", "arab"), ("Πώς αποθηκεύω την ινσουλίνη;", "grek"),
-    ("मैं इंसुलिन कैसे रखूँ?", "deva"), ("שָׁלוֹם, איך שומרים אינסולין?", "hebr"), ("ลืมกินยา", "thai"),
-    ("Ինչպես պահել ինսուլինը", "armn"), ("როგორ შევინახო ინსულინი", "geor"), ("இன்சுலினை எப்படி சேமிப்பது", "taml"),
-    ("Как хранить Lipoquell?", "cyrl"),  # a brand in Latin letters, most letters Cyrillic
-    ("what does Хорошо mean on the GS-40 screen", "en"),  # one Russian word in an English turn
-    ("Ω", ""), ("GS-40 E-09", "")])
+@pytest.mark.parametrize(
+    "text, lang",
+    [
+        ("Как хранить инсулин?", "cyrl"),
+        ("كيف أحفظ الأنسولين؟", "arab"),
+        ("Πώς αποθηκεύω την ινσουλίνη;", "grek"),
+        ("मैं इंसुलिन कैसे रखूँ?", "deva"),
+        ("שָׁלוֹם, איך שומרים אינסולין?", "hebr"),
+        ("ลืมกินยา", "thai"),
+        ("Ինչպես պահել ինսուլինը", "armn"),
+        ("როგორ შევინახო ინსულინი", "geor"),
+        ("இன்சுலினை எப்படி சேமிப்பது", "taml"),
+        ("Как хранить Lipoquell?", "cyrl"),  # a brand in Latin letters, most letters Cyrillic
+        ("what does Хорошо mean on the GS-40 screen", "en"),  # one Russian word in an English turn
+        ("Ω", ""),
+        ("GS-40 E-09", ""),
+    ],
+)
 def test_a_turn_mostly_in_another_script_is_told_by_it(text, lang):
     assert language(text) == lang
 
@@ -245,18 +292,23 @@ def test_a_turn_in_another_script_about_english_cards_is_judged_by_scores_and_ca
     # without e5 (its wheel missing), the foreign cross-encoder threshold and the rescue judge, as for Spanish
     d = decide(low)
     assert d.refused and "(Cyrillic-script turn, cards mostly in another script)" in d.reason
-    russian = Vocabulary.from_texts(["Храните инсулин в холодильнике.", "Пропущенная доза метформина: примите её.",
-                                     "Storage of insulin pens"])
+    russian = Vocabulary.from_texts(
+        ["Храните инсулин в холодильнике.", "Пропущенная доза метформина: примите её.", "Storage of insulin pens"]
+    )
     assert russian.languages == {"cyrl": 2, "en": 1} and russian.speaks("cyrl")
     ev = lexical_evidence("Как хранить инсулин?", "Храните инсулин в холодильнике.", russian)
     assert ev.judged and not ev.foreign and ev.known == ("инсулин",) and ev.matched == ("инсулин",)
-    off = decide(RefusalEvidence("full", best_cross_encoder=8.0, lexical=lexical_evidence("Столица Франции", None,
-                                                                                          russian)))
+    off = decide(
+        RefusalEvidence("full", best_cross_encoder=8.0, lexical=lexical_evidence("Столица Франции", None, russian))
+    )
     assert off.refused and off.reason == "none of the turn's words occurs in any card ('столица', 'франции')"
     # a word known ("в"), a high cross-encoder score: e5 decides, not the score of a model that cannot read it
-    weather = RefusalEvidence("full", best_cross_encoder=8.1, best_cosine=0.6,
-                              lexical=lexical_evidence("Какая погода в Москве?", "Храните инсулин в холодильнике.",
-                                                       russian))
+    weather = RefusalEvidence(
+        "full",
+        best_cross_encoder=8.1,
+        best_cosine=0.6,
+        lexical=lexical_evidence("Какая погода в Москве?", "Храните инсулин в холодильнике.", russian),
+    )
     assert needs_multilingual(weather)
     assert not needs_multilingual(weather, replace(DEFAULT_THRESHOLDS, languages=False))
     d = decide(replace(weather, multilingual_cosine=0.767))
@@ -298,8 +350,10 @@ def test_low_cross_encoder_is_rescued_by_high_cosine_with_a_shared_word():
     d = decide(ev, T)
     assert not d.refused
     assert d.rule == "cross-encoder, rescued by cosine and lexical support"
-    assert d.reason == ("best cross-encoder score -8.6 < -3.0, but best cosine 0.7 >= 0.65; 2 of the turn's words "
-                        "in the top card ('insulin', 'pens'; rarest 'pens')")  # both in 1 of 4 docs: ties by name
+    assert d.reason == (
+        "best cross-encoder score -8.6 < -3.0, but best cosine 0.7 >= 0.65; 2 of the turn's words "
+        "in the top card ('insulin', 'pens'; rarest 'pens')"
+    )  # both in 1 of 4 docs: ties by name
 
 
 def test_rescue_needs_a_word_of_the_turn_in_the_top_card():
@@ -310,12 +364,15 @@ def test_rescue_needs_a_word_of_the_turn_in_the_top_card():
     assert "no word of the turn occurs in the top card" in d.reason
 
 
-@pytest.mark.parametrize("turn, reason", [
-    ("?", "the turn has no word to search for (only stop words, punctuation or single letters)"),
-    ("hello", "none of the turn's words occurs in any card ('hello')"),
-    ("GlucoSense GS-90 error E-77", "GS-90, E-77 are not in the cards (they know GS-40, GS-60, E-07)"),
-    ("PP-200 alarm A-99", "A-99 is not in the cards (they know A-15)"),
-])
+@pytest.mark.parametrize(
+    "turn, reason",
+    [
+        ("?", "the turn has no word to search for (only stop words, punctuation or single letters)"),
+        ("hello", "none of the turn's words occurs in any card ('hello')"),
+        ("GlucoSense GS-90 error E-77", "GS-90, E-77 are not in the cards (they know GS-40, GS-60, E-07)"),
+        ("PP-200 alarm A-99", "A-99 is not in the cards (they know A-15)"),
+    ],
+)
 def test_vocabulary_tests_refuse_even_a_high_cross_encoder_score(turn, reason):
     # "?" scores 2.6 and "GS-90 E-77" 4.9 with the real cross-encoder on the shipped cards.
     d = decide(RefusalEvidence("full", best_cross_encoder=4.9, best_cosine=0.75, lexical=lex(turn)), T)
@@ -334,42 +391,62 @@ def test_the_identifier_test_can_be_switched_off_for_open_text():
 
 def test_rrf_only_falls_back_to_cosine_lexical_and_agreement():
     missing = {"cross-encoder": "reranker load failure (simulated)"}
-    ev = RefusalEvidence("rrf_only", best_cosine=0.62, lexical=lex("refrigerator", 0), agreement=agree(True),
-                         missing=missing)
+    ev = RefusalEvidence(
+        "rrf_only", best_cosine=0.62, lexical=lex("refrigerator", 0), agreement=agree(True), missing=missing
+    )
     d = decide(ev, T)
     assert not d.refused  # no shared word, but the top card is in both branches' top 10
-    assert d.reason == ("no word of the turn occurs in the top card, but best cosine 0.62 >= 0.6; the top card is "
-                        "in both branches' top 10 (3 cards shared)")
+    assert d.reason == (
+        "no word of the turn occurs in the top card, but best cosine 0.62 >= 0.6; the top card is "
+        "in both branches' top 10 (3 cards shared)"
+    )
     assert d.rule == "cosine + lexical support or branch agreement (no cross-encoder)"
-    assert d.unavailable == ("cross-encoder unavailable (reranker load failure (simulated)): using cosine, "
-                             "lexical and agreement evidence only",)
-    assert decide(RefusalEvidence("rrf_only", best_cosine=0.62, lexical=lex("refrigerator", 0), agreement=agree(False),
-                                  missing=missing), T).refused
+    assert d.unavailable == (
+        "cross-encoder unavailable (reranker load failure (simulated)): using cosine, "
+        "lexical and agreement evidence only",
+    )
+    assert decide(
+        RefusalEvidence(
+            "rrf_only", best_cosine=0.62, lexical=lex("refrigerator", 0), agreement=agree(False), missing=missing
+        ),
+        T,
+    ).refused
     low = decide(RefusalEvidence("rrf_only", best_cosine=0.59, lexical=lex("GS-40", 0), agreement=agree(True)), T)
     assert low.refused and low.reason == "best cosine 0.59 < 0.6"
 
 
 def test_dense_only_falls_back_to_cosine_and_says_so():
-    ev = RefusalEvidence("dense_only", best_cosine=0.61, lexical=lex("insulin", 3),
-                         missing={"cross-encoder": "no reranking on the dense-only path"})
+    ev = RefusalEvidence(
+        "dense_only",
+        best_cosine=0.61,
+        lexical=lex("insulin", 3),
+        missing={"cross-encoder": "no reranking on the dense-only path"},
+    )
     d = decide(ev, T)
     assert not d.refused and d.rule == "cosine (dense only)"
-    assert d.unavailable == ("cross-encoder unavailable (no reranking on the dense-only path): using cosine "
-                             "evidence only", "branch agreement unavailable: only one branch ran")
+    assert d.unavailable == (
+        "cross-encoder unavailable (no reranking on the dense-only path): using cosine evidence only",
+        "branch agreement unavailable: only one branch ran",
+    )
     assert decide(RefusalEvidence("dense_only", best_cosine=0.599, lexical=lex("insulin", 3)), T).refused
     # Without a vocabulary, the cosine alone decides, and the decision says what was not checked.
     d = decide(RefusalEvidence("dense_only", best_cosine=0.61), T)
     assert not d.refused
-    assert d.unavailable[0] == ("vocabulary unavailable: gibberish and unknown codes are judged by the "
-                                "scores alone")
+    assert d.unavailable[0] == ("vocabulary unavailable: gibberish and unknown codes are judged by the scores alone")
 
 
 def test_bm25_only_has_no_cosine_to_rescue_a_low_cross_encoder_score():
-    d = decide(RefusalEvidence("bm25_only", best_cross_encoder=-5.0, lexical=lex("GS-40", 0),
-                               missing={"cosine": "the dense branch failed"}), T)
+    d = decide(
+        RefusalEvidence(
+            "bm25_only", best_cross_encoder=-5.0, lexical=lex("GS-40", 0), missing={"cosine": "the dense branch failed"}
+        ),
+        T,
+    )
     assert d.refused
-    assert "cosine unavailable (the dense branch failed): a low cross-encoder score cannot be rescued by the " \
-           "cosine" in d.unavailable
+    assert (
+        "cosine unavailable (the dense branch failed): a low cross-encoder score cannot be rescued by the "
+        "cosine" in d.unavailable
+    )
     assert not decide(RefusalEvidence("bm25_only", best_cross_encoder=-2.0, lexical=lex("GS-40", 0)), T).refused
 
 
@@ -381,11 +458,14 @@ def test_without_any_score_only_lexical_support_is_left():
     assert nothing.refused and nothing.reason == "no evidence at all to judge the turn"
 
 
-@pytest.mark.parametrize("ce, refused, shown", [
-    (-3.0, False, "best cross-encoder score -3.0 >= -3.0"),
-    (-3.0001, True, "best cross-encoder score -3.0001 < -3.0"),
-    (-2.96, False, "best cross-encoder score -2.96 >= -3.0"),
-])
+@pytest.mark.parametrize(
+    "ce, refused, shown",
+    [
+        (-3.0, False, "best cross-encoder score -3.0 >= -3.0"),
+        (-3.0001, True, "best cross-encoder score -3.0001 < -3.0"),
+        (-2.96, False, "best cross-encoder score -2.96 >= -3.0"),
+    ],
+)
 def test_cross_encoder_threshold_boundary_is_inclusive_and_printed_consistently(ce, refused, shown):
     d = decide(RefusalEvidence("full", best_cross_encoder=ce, best_cosine=0.5, lexical=lex("GS-40 E-07")), T)
     assert d.refused is refused
@@ -420,15 +500,18 @@ def test_decision_is_json_ready():
 
 
 # ------------------------------------------------------------------------------------- the real pipeline
-@pytest.mark.parametrize("turn, refused", [
-    ("asdfghjkl qwertyuiop", True),
-    ("hello", True),
-    ("ok", True),
-    ("?", True),
-    ("GS-40 E-09", False),
-    ("my belly has gone lumpy where I always do my insulin", False),
-    ("Rosvarin 10 mg", False),
-])
+@pytest.mark.parametrize(
+    "turn, refused",
+    [
+        ("asdfghjkl qwertyuiop", True),
+        ("hello", True),
+        ("ok", True),
+        ("?", True),
+        ("GS-40 E-09", False),
+        ("my belly has gone lumpy where I always do my insulin", False),
+        ("Rosvarin 10 mg", False),
+    ],
+)
 def test_real_pipeline_refuses_gibberish_and_chit_chat_and_answers_real_turns(shipped, turn, refused):
     r = shipped.retrieve(turn)
     assert r.refusal is not None and r.refusal.rule.startswith("cross-encoder")  # the reranker ran
@@ -449,8 +532,10 @@ def test_real_pipeline_reports_the_failed_test_on_the_result_and_the_cut_cards(s
     assert data["refusal"]["refused"] is True and data["refusal"]["reason"] == why
     # Without the reranker the rule falls back, and says so; today's cosine rule is one setting away.
     degraded = shipped.retrieve(turn, shipped.settings.replace(simulate_reranker_failure=True))
-    assert degraded.refusal.unavailable == ("cross-encoder unavailable (reranker load failure (simulated)): "
-                                            "using cosine, lexical and agreement evidence only",)
+    assert degraded.refusal.unavailable == (
+        "cross-encoder unavailable (reranker load failure (simulated)): "
+        "using cosine, lexical and agreement evidence only",
+    )
     legacy = shipped.retrieve(turn, shipped.settings.replace(refusal_rule="cosine"))
     assert legacy.refusal is None and legacy.hybrid_path == "full"
 
@@ -464,8 +549,10 @@ def test_unknown_codes_are_not_judged_in_open_text_with_hundreds_of_code_familie
     assert len(vocab.families) > MAX_CODE_FAMILIES
     ev = lexical_evidence("Does CD9999 bind AA-7?", texts[0], vocab)
     assert ev.unknown_identifiers == ("CD9999", "AA-7") and ev.code_families == len(vocab.families)
-    old = decide(RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev),
-                 replace(T, max_code_families=10**9))  # the rule before issue 23 judged them anyway
+    old = decide(
+        RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev),
+        replace(T, max_code_families=10**9),
+    )  # the rule before issue 23 judged them anyway
     assert old.refused and old.failed[0].name == "unknown identifiers"
     d = decide(RefusalEvidence("full", best_cross_encoder=5.0, best_cosine=0.7, lexical=ev), T)
     codes = next(t for t in d.tests if t.name == "unknown identifiers")
@@ -474,12 +561,19 @@ def test_unknown_codes_are_not_judged_in_open_text_with_hundreds_of_code_familie
 
 def test_a_turn_nearer_an_out_of_domain_example_than_any_card_is_refused():
     th = T  # max_ood_margin 0.0 by default
-    ev = RefusalEvidence("full", best_cross_encoder=4.5, best_cosine=0.69, lexical=lex("the vending machine carousel"),
-                         ood=("the vending machine ate my coins", 0.74, 0.69))
+    ev = RefusalEvidence(
+        "full",
+        best_cross_encoder=4.5,
+        best_cosine=0.69,
+        lexical=lex("the vending machine carousel"),
+        ood=("the vending machine ate my coins", 0.74, 0.69),
+    )
     d = decide(ev, th)
     assert d.refused and d.failed[0].name == "out-of-domain example"
-    assert d.reason == ("closest out-of-domain example 'the vending machine ate my coins' at cosine 0.740, closest "
-                        "card 0.690: margin +0.050 >= 0.0")
+    assert d.reason == (
+        "closest out-of-domain example 'the vending machine ate my coins' at cosine 0.740, closest "
+        "card 0.690: margin +0.050 >= 0.0"
+    )
     assert not decide(replace(ev, ood=("x", 0.60, 0.69)), th).refused  # the card is nearer
     assert not decide(ev, replace(T, max_ood_margin=1.0)).refused  # 1.0: off
     # A turn in another language than the cards is judged by e5, not by English cosines to the examples.
@@ -511,9 +605,14 @@ def test_the_closest_example_leaves_the_turn_itself_out():
 SPANISH_CARDS = Path(__file__).parent / "data" / "spanish_cards.jsonl"
 
 
-@pytest.mark.parametrize("turn, card", [("can I drink grapefruit juice with my statin?", "es-pomelo"),
-                                        ("where do I throw away used needles?", "es-agujas"),
-                                        ("what is the capital of France?", None)])
+@pytest.mark.parametrize(
+    "turn, card",
+    [
+        ("can I drink grapefruit juice with my statin?", "es-pomelo"),
+        ("where do I throw away used needles?", "es-agujas"),
+        ("what is the capital of France?", None),
+    ],
+)
 def test_an_english_turn_about_spanish_cards_is_not_cut_by_the_english_cosine(chroma_dir, turn, card):
     """Issue 23, the reverse direction: English turns about Spanish cards. bge-small's cosine between them sits
     below MIN_SIMILARITY (0.55) even for the card that answers, so the cut refused every such turn the rule had
@@ -552,8 +651,12 @@ def test_with_multilingual_e5_as_the_embedder_spanish_cards_answer_english_and_p
     from retrieval.pipeline import HybridRetriever
     from retrieval.settings import Settings
 
-    s = Settings.from_env({}, corpus_path=str(SPANISH_CARDS), chroma_path=str(chroma_dir / "spanish-e5"),
-                          embedding_model="multilingual-e5-small")
+    s = Settings.from_env(
+        {},
+        corpus_path=str(SPANISH_CARDS),
+        chroma_path=str(chroma_dir / "spanish-e5"),
+        embedding_model="multilingual-e5-small",
+    )
     retriever = HybridRetriever(s, chunks=split_cards(load_cards(SPANISH_CARDS), 400), progress=lambda d, t: None)
     for turn in ("I forgot my daily pill, should I take two tomorrow?", "esqueci o remédio de hoje, tomo dois amanhã?"):
         out = retriever.retrieve(turn, s)

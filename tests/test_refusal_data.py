@@ -49,8 +49,9 @@ def check_turn(row: dict, where: str) -> None:
     if row["category"] == "no_match":
         assert relevant == {}, where
     else:
-        assert relevant and set(relevant.values()) <= {1, 2} and 2 in relevant.values(), \
+        assert relevant and set(relevant.values()) <= {1, 2} and 2 in relevant.values(), (
             f"{where}: an answerable turn has a grade-2 card and only grades 1 and 2"
+        )
 
 
 @pytest.mark.parametrize("stem", sorted(SPLIT_SETS))
@@ -90,10 +91,15 @@ def test_paraphrases_are_english_and_crosslang_turns_target_english_cards():
 
 def test_near_test_holds_none_of_the_issue_examples():
     """The issue's own sentences were seen while the rule was built: they may sit in dev, never in test."""
-    seen = {"the printer shows error e-09, how do i fix it", "my car battery is low, how do i replace it",
-            "how do i dispose of old paint cans", "the vending machine carousel is jammed",
-            "can i carry a laptop battery in hand luggage on a plane",
-            "how do i renew my passport before travel abroad", "mi impresora muestra el error e-07"}
+    seen = {
+        "the printer shows error e-09, how do i fix it",
+        "my car battery is low, how do i replace it",
+        "how do i dispose of old paint cans",
+        "the vending machine carousel is jammed",
+        "can i carry a laptop battery in hand luggage on a plane",
+        "how do i renew my passport before travel abroad",
+        "mi impresora muestra el error e-07",
+    }
     assert not seen & {r["text"].casefold() for r in rows(CORPUS / "near_test.jsonl")}
 
 
@@ -112,8 +118,10 @@ def test_ood_pool():
             dev = sum(r[field] == value and r["split"] == "dev" for r in pool)
             assert abs(2 * dev - n) <= max(2, 0.25 * n), (field, value, dev, n)
     assert set(Counter(r["lang"] for r in pool)) == POOL_LANGS
-    assert not ({r["text"].casefold() for r in pool if r["split"] == "dev"}
-                & {r["text"].casefold() for r in pool if r["split"] == "test"})
+    assert not (
+        {r["text"].casefold() for r in pool if r["split"] == "dev"}
+        & {r["text"].casefold() for r in pool if r["split"] == "test"}
+    )
 
 
 @pytest.mark.parametrize("name", sorted(EVAL_CORPORA))

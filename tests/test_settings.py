@@ -19,10 +19,22 @@ def test_adr_recipe_is_valid_settings():
 
 
 def test_env_parsing():
-    s = Settings.from_env({"RETRIEVAL_HYBRID_ENABLED": "false", "RRF_K": "10", "MIN_SIMILARITY": "0.4",
-                           "CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": "9000"})
+    s = Settings.from_env(
+        {
+            "RETRIEVAL_HYBRID_ENABLED": "false",
+            "RRF_K": "10",
+            "MIN_SIMILARITY": "0.4",
+            "CHROMA_HOST": "127.0.0.1",
+            "CHROMA_PORT": "9000",
+        }
+    )
     assert (s.hybrid_enabled, s.rrf_k, s.min_similarity, s.chroma_host, s.chroma_port) == (
-        False, 10, 0.4, "127.0.0.1", 9000)
+        False,
+        10,
+        0.4,
+        "127.0.0.1",
+        9000,
+    )
 
 
 @pytest.mark.parametrize(

@@ -34,8 +34,13 @@ def roundtrip(state: PageState) -> tuple[PageState, list[str]]:
 @pytest.mark.parametrize("name", CONTROLS)
 def test_every_control_round_trips_on_both_sides(name):
     value = other_value(name)
-    state = PageState(query="E-07 on GS-40", a={**DEFAULTS, name: value}, b={**DEFAULTS, name: value},
-                      compare=True, doc="device-gs40-e07#0")
+    state = PageState(
+        query="E-07 on GS-40",
+        a={**DEFAULTS, name: value},
+        b={**DEFAULTS, name: value},
+        compare=True,
+        doc="device-gs40-e07#0",
+    )
     link = encode(state, DEFAULTS)
     assert f"{name}=" in link and f"b.{name}=" in link
     back, problems = roundtrip(state)
@@ -59,8 +64,7 @@ def test_an_xss_turn_is_kept_as_text():
 
 
 def test_invalid_and_unknown_parameters_are_reported_and_ignored():
-    state, problems = decode({"q": "hi", "rrf_k": "abc", "colour": "red", "b.top_k": "0", "compare": "maybe"},
-                             DEFAULTS)
+    state, problems = decode({"q": "hi", "rrf_k": "abc", "colour": "red", "b.top_k": "0", "compare": "maybe"}, DEFAULTS)
     assert state.query == "hi" and state.a["rrf_k"] == DEFAULTS["rrf_k"] and state.b["top_k"] == DEFAULTS["top_k"]
     text = " ".join(problems)
     assert "RRF_K='abc' is not a whole number" in text and f"default {DEFAULTS['rrf_k']} is used" in text
@@ -74,8 +78,9 @@ def test_env_names_presets_and_allowed_values():
     state, problems = decode([("RRF_K", "60"), ("b", "ADR recipe"), ("b.rrf_k", "7")], DEFAULTS)
     assert problems == [] and state.a["rrf_k"] == 60 and state.compare
     assert state.b["bm25_tokenizer"] == ADR_RECIPE["bm25_tokenizer"] and state.b["rrf_k"] == 7
-    state, problems = decode({"b": "nope", "embedding_model": "evil-model"}, DEFAULTS,
-                             allowed={"embedding_model": ["bge-small-en-v1.5"]})
+    state, problems = decode(
+        {"b": "nope", "embedding_model": "evil-model"}, DEFAULTS, allowed={"embedding_model": ["bge-small-en-v1.5"]}
+    )
     assert not state.compare and state.a["embedding_model"] == DEFAULTS["embedding_model"]
     assert len(problems) == 2 and "b='nope' is not a preset" in problems[0] and "not available here" in problems[1]
     assert "ADR recipe" not in problems[0] and "bge-small-en-v1.5 is used" in problems[1]

@@ -27,8 +27,11 @@ QUIET = {"progress": lambda done, total: None}
 
 def tree_digest(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (relative path) -> sha256 of its bytes."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +75,15 @@ def test_a_folder_of_other_things_is_a_configuration_error_and_is_left_alone(min
 def test_the_app_refuses_to_start_on_a_file_as_chroma_path(tmp_path):
     path = tmp_path / "cards.jsonl"
     path.write_bytes(MINI_CARDS.read_bytes())
-    env = {**os.environ, "CORPUS_PATH": str(MINI_CARDS), "CHROMA_PATH": str(path), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_SERVER_PORT": str(free_port()), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **os.environ,
+        "CORPUS_PATH": str(MINI_CARDS),
+        "CHROMA_PATH": str(path),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(free_port()),
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     done = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "is a file, not a folder" in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -88,8 +98,9 @@ def test_an_empty_folder_and_a_folder_of_beir_stores_are_fine(healthy_store, min
     assert (folder / "chroma.sqlite3").exists() and (folder / "beir-scifact").is_dir()
 
 
-def test_recovery_moves_only_the_damaged_store_and_says_what_moved_where(healthy_store, mini, mini_settings,
-                                                                          tmp_path, caplog):
+def test_recovery_moves_only_the_damaged_store_and_says_what_moved_where(
+    healthy_store, mini, mini_settings, tmp_path, caplog
+):
     import shutil
 
     store = tmp_path / "chroma"

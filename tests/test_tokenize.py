@@ -28,10 +28,15 @@ def test_unknown_tokenizer():
         analyze("x", "porter")
 
 
-@pytest.mark.parametrize(("text", "lang"), [("what should I do if I miss a dose", "en"),
-                                            ("¿qué hago si olvido una dosis?", "es"),
-                                            ("o que faço se esqueci a dose do remédio", "pt"),
-                                            ("GS-40 E-07", "en")])
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("what should I do if I miss a dose", "en"),
+        ("¿qué hago si olvido una dosis?", "es"),
+        ("o que faço se esqueci a dose do remédio", "pt"),
+        ("GS-40 E-07", "en"),
+    ],
+)
 def test_detect_language(text, lang):
     assert detect_language(text) == lang
 
@@ -41,9 +46,11 @@ def test_base_language():
 
 
 def test_snowball_bm25_matches_inflections_plain_does_not():
-    chunks = [Chunk("a#0", "a", "Reminders", "en", "Snoozing reminders on your phone."),
-              Chunk("b#0", "b", "Storage", "en", "Keep tablets dry."),
-              Chunk("c#0", "c", "Travel", "en", "Pack tablets in hand luggage.")]
+    chunks = [
+        Chunk("a#0", "a", "Reminders", "en", "Snoozing reminders on your phone."),
+        Chunk("b#0", "b", "Storage", "en", "Keep tablets dry."),
+        Chunk("c#0", "c", "Travel", "en", "Pack tablets in hand luggage."),
+    ]
     assert BM25Index(chunks, "plain").search("reminder snoozed", 5) == []
     assert [h.parent_id for h in BM25Index(chunks, "snowball").search("reminder snoozed", 5)] == ["a"]
 
@@ -51,17 +58,23 @@ def test_snowball_bm25_matches_inflections_plain_does_not():
 # ------------------------------------------------------------------------------------------ Chinese, Japanese, Korean
 # A CJK run is split into overlapping character bigrams (Lucene's CJKAnalyzer / Elasticsearch's ``cjk``): these
 # scripts write no spaces between words, so a whole run as one token matched only a verbatim repeat of it.
-@pytest.mark.parametrize(("text", "tokens"), [
-    ("糖尿病の薬を飲み忘れた", ["糖尿", "尿病", "病の", "の薬", "薬を", "を飲", "飲み", "み忘", "忘れ", "れた"]),
-    ("忘记吃药了怎么办？", ["忘记", "记吃", "吃药", "药了", "了怎", "怎么", "么办"]),
-    ("인슐린을 냉장고에 보관하세요", ["인슐", "슐린", "린을", "냉장", "장고", "고에", "보관", "관하", "하세", "세요"]),
-    ("コーヒーは人々に", ["コー", "ーヒ", "ヒー", "ーは", "は人", "人々", "々に"]),  # prolonged sound mark, 々
-    ("薬", ["薬"]),  # a lone character stays a unigram
-    ("GS-40の薬, E-07。", ["gs", "40", "の薬", "e", "07"]),
-    ("GS40の", ["gs40", "の"]),  # a Latin run and the CJK run right after it are two tokens
-    ("薬・インスリン", ["薬", "イン", "ンス", "スリ", "リン"]),  # the katakana middle dot separates
-    ("ｲﾝｽﾘﾝ 𠮷野家", ["ｲﾝ", "ﾝｽ", "ｽﾘ", "ﾘﾝ", "𠮷野", "野家"]),  # half-width katakana, a supplementary-plane Han
-])
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("糖尿病の薬を飲み忘れた", ["糖尿", "尿病", "病の", "の薬", "薬を", "を飲", "飲み", "み忘", "忘れ", "れた"]),
+        ("忘记吃药了怎么办？", ["忘记", "记吃", "吃药", "药了", "了怎", "怎么", "么办"]),
+        (
+            "인슐린을 냉장고에 보관하세요",
+            ["인슐", "슐린", "린을", "냉장", "장고", "고에", "보관", "관하", "하세", "세요"],
+        ),
+        ("コーヒーは人々に", ["コー", "ーヒ", "ヒー", "ーは", "は人", "人々", "々に"]),  # prolonged sound mark, 々
+        ("薬", ["薬"]),  # a lone character stays a unigram
+        ("GS-40の薬, E-07。", ["gs", "40", "の薬", "e", "07"]),
+        ("GS40の", ["gs40", "の"]),  # a Latin run and the CJK run right after it are two tokens
+        ("薬・インスリン", ["薬", "イン", "ンス", "スリ", "リン"]),  # the katakana middle dot separates
+        ("ｲﾝｽﾘﾝ 𠮷野家", ["ｲﾝ", "ﾝｽ", "ｽﾘ", "ﾘﾝ", "𠮷野", "野家"]),  # half-width katakana, a supplementary-plane Han
+    ],
+)
 def test_cjk_runs_are_split_into_overlapping_bigrams(text, tokens):
     assert tokenize(text) == tokens
     assert [t for _, _, t in spans(text)] == tokens
@@ -80,27 +93,34 @@ def _cjk_cards(texts: dict[str, str]) -> list[Chunk]:
 
 
 # Synthetic cards: the turns share a two-character word with the right card but are no card's whole run.
-JAPANESE = _cjk_cards({
-    "storage": "インスリンは冷蔵庫で保管してください。開封後は室温で四週間使えます。",
-    "missed": "薬を飲み忘れたときは、気づいたときにすぐ一回分を飲んでください。",
-    "meter": "血糖値を測る前に手を洗ってください。エラーE-07は試験紙の不良です。",
-    "travel": "旅行のときは薬を手荷物に入れてください。",
-    "hypo": "低血糖の症状は、ふるえ、冷や汗、動悸です。ブドウ糖をとってください。",
-})
-CHINESE = _cjk_cards({
-    "missed": "如果忘记吃药，请尽快补服。",
-    "storage": "胰岛素应放在冰箱里保存。",
-    "travel": "旅行时请把药放在随身行李中。",
-    "hypo": "低血糖时会出汗和发抖。",
-})
+JAPANESE = _cjk_cards(
+    {
+        "storage": "インスリンは冷蔵庫で保管してください。開封後は室温で四週間使えます。",
+        "missed": "薬を飲み忘れたときは、気づいたときにすぐ一回分を飲んでください。",
+        "meter": "血糖値を測る前に手を洗ってください。エラーE-07は試験紙の不良です。",
+        "travel": "旅行のときは薬を手荷物に入れてください。",
+        "hypo": "低血糖の症状は、ふるえ、冷や汗、動悸です。ブドウ糖をとってください。",
+    }
+)
+CHINESE = _cjk_cards(
+    {
+        "missed": "如果忘记吃药，请尽快补服。",
+        "storage": "胰岛素应放在冰箱里保存。",
+        "travel": "旅行时请把药放在随身行李中。",
+        "hypo": "低血糖时会出汗和发抖。",
+    }
+)
 
 
-@pytest.mark.parametrize(("cards", "turn", "best"), [
-    (JAPANESE, "冷蔵庫は必要ですか", "storage"),
-    (JAPANESE, "試験紙が悪いのかな", "meter"),
-    (CHINESE, "我忘记吃药了怎么办", "missed"),
-    (CHINESE, "冰箱", "storage"),
-])
+@pytest.mark.parametrize(
+    ("cards", "turn", "best"),
+    [
+        (JAPANESE, "冷蔵庫は必要ですか", "storage"),
+        (JAPANESE, "試験紙が悪いのかな", "meter"),
+        (CHINESE, "我忘记吃药了怎么办", "missed"),
+        (CHINESE, "冰箱", "storage"),
+    ],
+)
 @pytest.mark.parametrize("tokenizer", ["plain", "snowball"])
 def test_bm25_finds_the_cjk_card_sharing_a_word(cards, turn, best, tokenizer):
     hits = BM25Index(cards, tokenizer).search(turn, 5)
@@ -114,24 +134,30 @@ def test_cjk_analysis_keeps_exactly_the_characters_plain_tokenizing_kept():
     import re
     import unicodedata
 
-    text = " ".join(chr(c) for c in [*range(0x1100, 0x3400), *range(0xA960, 0xFFFF), *range(0x20000, 0x40000, 7)]
-                    if not 0xD800 <= c < 0xE000)
+    text = " ".join(
+        chr(c)
+        for c in [*range(0x1100, 0x3400), *range(0xA960, 0xFFFF), *range(0x20000, 0x40000, 7)]
+        if not 0xD800 <= c < 0xE000
+    )
     assert set(tokenize(text)) == {unicodedata.normalize("NFC", t) for t in re.findall(r"[^\W_]+", text.lower())}
 
 
 # ------------------------------------------------------------------------------- combining marks, normal form C
 # Python's \w matches no combining mark (Mn, Mc, Me): "[^\W_]+" cut Hindi, Thai or pointed Arabic and Hebrew words
 # at every vowel sign and dropped it, and a decomposed "cafe\u0301" lost its accent. A token keeps its marks, in NFC.
-@pytest.mark.parametrize(("text", "tokens"), [
-    ("मैं अपनी दवा की खुराक भूल गया", ["मैं", "अपनी", "दवा", "की", "खुराक", "भूल", "गया"]),  # Hindi: matras, anusvara
-    ("আমি ওষুধ খেতে ভুলে গেছি", ["আমি", "ওষুধ", "খেতে", "ভুলে", "গেছি"]),  # Bengali
-    ("நான் மருந்து சாப்பிட மறந்துவிட்டேன்", ["நான்", "மருந்து", "சாப்பிட", "மறந்துவிட்டேன்"]),  # Tamil: virama
-    ("ลืมกินยา อินซูลิน", ["ลืมกินยา", "อินซูลิน"]),  # Thai: vowels and tone marks (a run without spaces is one token)
-    ("كَيْفَ أَحْفَظُ الأَنْسُولِين؟", ["كَيْفَ", "أَحْفَظُ", "الأَنْسُولِين"]),  # Arabic with harakat
-    ("שָׁלוֹם, אִינְסוּלִין", ["שָׁלוֹם", "אִינְסוּלִין"]),  # Hebrew with niqqud
-    ("GS-40: दवा 冷蔵庫 E-07", ["gs", "40", "दवा", "冷蔵", "蔵庫", "e", "07"]),  # codes and CJK bigrams around them
-    ("snake_दवा_case", ["snake", "दवा", "case"]),  # "_" still separates
-])
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("मैं अपनी दवा की खुराक भूल गया", ["मैं", "अपनी", "दवा", "की", "खुराक", "भूल", "गया"]),  # Hindi: matras, anusvara
+        ("আমি ওষুধ খেতে ভুলে গেছি", ["আমি", "ওষুধ", "খেতে", "ভুলে", "গেছি"]),  # Bengali
+        ("நான் மருந்து சாப்பிட மறந்துவிட்டேன்", ["நான்", "மருந்து", "சாப்பிட", "மறந்துவிட்டேன்"]),  # Tamil: virama
+        ("ลืมกินยา อินซูลิน", ["ลืมกินยา", "อินซูลิน"]),  # Thai: vowels and tone marks (a run without spaces is one token)
+        ("كَيْفَ أَحْفَظُ الأَنْسُولِين؟", ["كَيْفَ", "أَحْفَظُ", "الأَنْسُولِين"]),  # Arabic with harakat
+        ("שָׁלוֹם, אִינְסוּלִין", ["שָׁלוֹם", "אִינְסוּלִין"]),  # Hebrew with niqqud
+        ("GS-40: दवा 冷蔵庫 E-07", ["gs", "40", "दवा", "冷蔵", "蔵庫", "e", "07"]),  # codes and CJK bigrams around them
+        ("snake_दवा_case", ["snake", "दवा", "case"]),  # "_" still separates
+    ],
+)
 def test_a_token_keeps_its_combining_marks(text, tokens):
     import unicodedata
 
@@ -167,9 +193,11 @@ def test_decomposed_japanese_and_korean_make_the_same_bigrams(text):
 def test_bm25_matches_words_with_marks_and_across_normal_forms():
     import unicodedata
 
-    chunks = [Chunk("hi#0", "hi", "", "hi", "दवा की खुराक भूल जाने पर अगली खुराक समय पर लें।"),
-              Chunk("hi2#0", "hi2", "", "hi", "दिन में दो बार भोजन के साथ लें।"),
-              Chunk("fr#0", "fr", "", "en", unicodedata.normalize("NFD", "Le café et les médicaments."))]
+    chunks = [
+        Chunk("hi#0", "hi", "", "hi", "दवा की खुराक भूल जाने पर अगली खुराक समय पर लें।"),
+        Chunk("hi2#0", "hi2", "", "hi", "दिन में दो बार भोजन के साथ लें।"),
+        Chunk("fr#0", "fr", "", "en", unicodedata.normalize("NFD", "Le café et les médicaments.")),
+    ]
     for tokenizer in ("plain", "snowball"):
         index = BM25Index(chunks, tokenizer)
         assert [h.parent_id for h in index.search("खुराक", 5)] == ["hi"]  # a word with a vowel sign (was 'ख', 'र', 'क')

@@ -19,12 +19,15 @@ def test_three_labeled_turns_cannot_tell_and_suggest_nothing(tmp_path, capsys):
 
     folder = tmp_path / "three"
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"text {i}"}) + "\n"
-                                                 for i in range(5)))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"turn {i}"}) + "\n"
-                                                  for i in range(3)))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n"
-                                                                                       for i in range(3)))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"text {i}"}) + "\n" for i in range(5))
+    )
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"turn {i}"}) + "\n" for i in range(3))
+    )
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(3))
+    )
     assert main(["tune", "--beir", str(folder), "--json"], registrars=(register,)) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["suggestion"] is None and report["held_out"] is None
@@ -33,12 +36,36 @@ def test_three_labeled_turns_cannot_tell_and_suggest_nothing(tmp_path, capsys):
 
 
 POINTS = [
-    {"candidate_multiplier": 4, "bm25_tokenizer": "plain", "fusion": "convex", "rrf_k": 10, "dense_weight": 1.0,
-     "reranker_max_input": 10, "rerank_mode": "replace", "rerank_weight": 0.5},
-    {"candidate_multiplier": 20, "bm25_tokenizer": "snowball", "fusion": "rrf", "rrf_k": 60, "dense_weight": 0.5,
-     "reranker_max_input": 20, "rerank_mode": "rrf", "rerank_weight": 1.0},
-    {"candidate_multiplier": 10, "bm25_tokenizer": "snowball", "fusion": "rrf", "rrf_k": 5, "dense_weight": 3.0,
-     "reranker_max_input": 0, "rerank_mode": "rrf", "rerank_weight": 0.5},
+    {
+        "candidate_multiplier": 4,
+        "bm25_tokenizer": "plain",
+        "fusion": "convex",
+        "rrf_k": 10,
+        "dense_weight": 1.0,
+        "reranker_max_input": 10,
+        "rerank_mode": "replace",
+        "rerank_weight": 0.5,
+    },
+    {
+        "candidate_multiplier": 20,
+        "bm25_tokenizer": "snowball",
+        "fusion": "rrf",
+        "rrf_k": 60,
+        "dense_weight": 0.5,
+        "reranker_max_input": 20,
+        "rerank_mode": "rrf",
+        "rerank_weight": 1.0,
+    },
+    {
+        "candidate_multiplier": 10,
+        "bm25_tokenizer": "snowball",
+        "fusion": "rrf",
+        "rrf_k": 5,
+        "dense_weight": 3.0,
+        "reranker_max_input": 0,
+        "rerank_mode": "rrf",
+        "rerank_weight": 0.5,
+    },
 ]
 
 
@@ -51,7 +78,7 @@ def test_the_grid_ranks_cards_as_the_pipeline_does(shipped, shipped_settings):
         table = tune.score_grid(turns, [point], shipped_settings, shipped)
         for t, turn in enumerate(turns):
             fused = tune._fused(turn, s, shipped)
-            logits = tune._logits(turn, {h.chunk_id for h in fused[:s.reranker_max_input]}, shipped, s)
+            logits = tune._logits(turn, {h.chunk_id for h in fused[: s.reranker_max_input]}, shipped, s)
             grid_order = tune._ranked(fused, s, logits)
             real = shipped.retrieve(turn.query.text, s.replace(min_similarity=-1.0, refusal_rule="cosine"))
             assert grid_order[: s.top_k] == [h.parent_id for h in real.final], (point, turn.query.id)

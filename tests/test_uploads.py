@@ -78,8 +78,15 @@ def test_the_data_tab_drops_an_upload_once_a_corpus_adopted_it_or_refused_it(tmp
 
     book = Ledger(Limits())
     monkeypatch.setattr(uploads, "_LEDGER", book)
-    handlers.use_base_settings(Settings(corpus_path=str(MINI_CARDS), chroma_path=str(tmp_path / "chroma"),
-                                        data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval"), **PATIENT))
+    handlers.use_base_settings(
+        Settings(
+            corpus_path=str(MINI_CARDS),
+            chroma_path=str(tmp_path / "chroma"),
+            data_dir=str(tmp_path / "data"),
+            data_root=str(tmp_path / "eval"),
+            **PATIENT,
+        )
+    )
     try:
         good = _upload(tmp_path, "cards.jsonl", 0)
         Path(good).write_text('{"id": "c1", "title": "Pill organiser", "text": "Fill it on Sunday."}\n')

@@ -3,18 +3,21 @@ import pytest
 from retrieval.weighting import LEXICAL_BOOST, choose_weights, turn_features
 
 
-@pytest.mark.parametrize(("turn", "features"), [
-    ("GlucoSense GS-40 error E-07", ("code",)),
-    ("PP-200 alarm A-15", ("code",)),
-    ("missed my Glucavex 500 mg", ("unit",)),
-    ("10 units of insulin", ("unit",)),
-    ('what does "drop symbol" mean', ("quote",)),
-    ("my sugar meter keeps beeping and shows a weird message after I changed the strips", ("long",)),
-    ("how do I store insulin", ()),
-    # CJK: about a word per two characters, not per bigram (13 bigrams of a 7-word question are not 12 words)
-    ("インスリンは冷蔵庫で保管しますか", ()),
-    ("血糖測定器の画面に変なメッセージが出て、試験紙を替えてもずっと鳴り続けます", ("long",)),
-])
+@pytest.mark.parametrize(
+    ("turn", "features"),
+    [
+        ("GlucoSense GS-40 error E-07", ("code",)),
+        ("PP-200 alarm A-15", ("code",)),
+        ("missed my Glucavex 500 mg", ("unit",)),
+        ("10 units of insulin", ("unit",)),
+        ('what does "drop symbol" mean', ("quote",)),
+        ("my sugar meter keeps beeping and shows a weird message after I changed the strips", ("long",)),
+        ("how do I store insulin", ()),
+        # CJK: about a word per two characters, not per bigram (13 bigrams of a 7-word question are not 12 words)
+        ("インスリンは冷蔵庫で保管しますか", ()),
+        ("血糖測定器の画面に変なメッセージが出て、試験紙を替えてもずっと鳴り続けます", ("long",)),
+    ],
+)
 def test_features(turn, features):
     assert turn_features(turn) == features
 
@@ -34,7 +37,12 @@ def test_off_keeps_the_configured_weights():
 from retrieval.bm25 import BM25Index  # noqa: E402
 from retrieval.types import Chunk, Hit  # noqa: E402
 from retrieval.weighting import (  # noqa: E402
-    EVIDENCE_DOWN, LOW_COVERAGE, BranchEvidence, TurnWeights, adapt_weights, branch_evidence,
+    EVIDENCE_DOWN,
+    LOW_COVERAGE,
+    BranchEvidence,
+    TurnWeights,
+    adapt_weights,
+    branch_evidence,
 )
 
 TEXTS = {
@@ -62,8 +70,9 @@ def dense_list(*parents, top=0.80, step=0.01):
 
 
 def evidence(**kw):
-    base = dict(terms=4, matched=4, coverage=0.4, bm25_gap=0.5, dense_gap=0.05, overlap=3, language="en",
-                english_only=True)
+    base = dict(
+        terms=4, matched=4, coverage=0.4, bm25_gap=0.5, dense_gap=0.05, overlap=3, language="en", english_only=True
+    )
     return BranchEvidence(**{**base, **kw})
 
 
@@ -89,8 +98,10 @@ def test_no_bm25_hit_means_zero_coverage_and_no_overlap(index):
 
 
 def test_gaps_and_overlap_from_hand_made_lists():
-    bm25 = tuple(Hit(f"{p}#0", p, r, s) for r, (p, s) in
-                 enumerate([("a", 10.0), ("b", 8.0), ("c", 5.0), ("a", 4.0), ("d", 2.0)], 1))
+    bm25 = tuple(
+        Hit(f"{p}#0", p, r, s)
+        for r, (p, s) in enumerate([("a", 10.0), ("b", 8.0), ("c", 5.0), ("a", 4.0), ("d", 2.0)], 1)
+    )
     dense = dense_list("c", "e", "b", "f", top=0.9, step=0.1)
     ev = branch_evidence("anything", bm25, dense)
     assert ev.bm25_gap == pytest.approx((10.0 - 2.0) / 10.0)  # fewer than 10 hits: the last one
@@ -137,8 +148,10 @@ def test_the_pipeline_reports_adaptive_weights_and_their_evidence(mini, mini_set
     r = mini.retrieve("GlucoSense GS-40 error E-07", mini_settings.replace(query_weighting="adaptive"))
     assert r.weight_evidence["terms"] >= 4 and 0.0 <= r.weight_evidence["coverage"] <= 1.0
     assert "; then " in r.weight_reason
-    rebuilt = adapt_weights(choose_weights(r.query, mini_settings.bm25_weight, mini_settings.dense_weight, "auto"),
-                            BranchEvidence(**r.weight_evidence))
+    rebuilt = adapt_weights(
+        choose_weights(r.query, mini_settings.bm25_weight, mini_settings.dense_weight, "auto"),
+        BranchEvidence(**r.weight_evidence),
+    )
     assert r.weights == rebuilt.as_dict() and r.weight_reason == rebuilt.reason
     assert r.to_dict()["weight_evidence"] == r.weight_evidence
     auto = mini.retrieve("GlucoSense GS-40 error E-07", mini_settings.replace(query_weighting="auto"))
@@ -146,8 +159,9 @@ def test_the_pipeline_reports_adaptive_weights_and_their_evidence(mini, mini_set
 
 
 def test_adaptive_on_one_branch_keeps_auto_weights(mini, mini_settings):
-    r = mini.retrieve("GlucoSense GS-40 error E-07",
-                      mini_settings.replace(query_weighting="adaptive", simulate_empty_bm25=True))
+    r = mini.retrieve(
+        "GlucoSense GS-40 error E-07", mini_settings.replace(query_weighting="adaptive", simulate_empty_bm25=True)
+    )
     assert r.hybrid_path == "dense_only" and r.weight_evidence == {}
     assert "no branch evidence" in r.weight_reason
 
@@ -162,5 +176,6 @@ def test_the_inspector_shows_the_weights_their_reason_and_the_evidence(mini, min
     ev = r.weight_evidence
     assert f"BM25 coverage {ev['coverage']:.0%}" in html and f"{ev['matched']}/{ev['terms']} turn terms" in html
     assert f"top-10 overlap {ev['overlap']}/10" in html and "(English-only embedder)" in html
-    assert "branch evidence" not in render.render_fused(mini.retrieve("GlucoSense GS-40 error E-07", mini_settings),
-                                                        mini.by_id, {}, frozenset())
+    assert "branch evidence" not in render.render_fused(
+        mini.retrieve("GlucoSense GS-40 error E-07", mini_settings), mini.by_id, {}, frozenset()
+    )

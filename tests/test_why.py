@@ -46,8 +46,9 @@ def test_the_suggested_change_brings_a_card_from_outside_every_list(shipped, sha
     assert sug is not None, why.verdict
     # Applied the way a person would: the environment variable it names, read by Settings itself.
     env = {"TOP_K": "10", "CANDIDATE_MULTIPLIER": "1", sug["setting"]: str(sug["value"])}
-    applied = Settings.from_env(env, chroma_path=shallow.chroma_path, bm25_timeout_ms=60_000,
-                                dense_timeout_ms=60_000, rerank_timeout_ms=60_000)
+    applied = Settings.from_env(
+        env, chroma_path=shallow.chroma_path, bm25_timeout_ms=60_000, dense_timeout_ms=60_000, rerank_timeout_ms=60_000
+    )
     assert card in _final(shipped.retrieve(turn, applied))
 
 

@@ -117,7 +117,7 @@ def test_a_judgment_saved_in_the_page_is_in_the_store(ui, mini_settings):
 def test_apply_sets_a_to_the_suggestion_and_b_to_the_defaults(ui):
     out = why_view.apply_tune({"settings": {"rrf_k": 60, "fusion": "convex"}, "env": {}})
     n = len(why_view.CONTROLS)
-    a, b = dict(zip(why_view.CONTROLS, out[:n])), dict(zip(why_view.CONTROLS, out[n:2 * n]))
+    a, b = dict(zip(why_view.CONTROLS, out[:n])), dict(zip(why_view.CONTROLS, out[n : 2 * n]))
     defaults = ui.default_controls()
     assert a == {**defaults, "rrf_k": 60, "fusion": "convex"} and b == defaults and out[2 * n] is True
     nothing = why_view.apply_tune(None)

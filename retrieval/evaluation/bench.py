@@ -57,9 +57,11 @@ STAGE_LABELS = {
     "rerank": "cross-encoder rerank",
     "dedup_threshold": "parent dedup + top_k + threshold",
 }
-REPLICA_NOTE = ("corpus replicated with suffixed card ids and titles (<id>~r<n>); each distinct text embedded once, "
-                "each replica's vector that one nudged by a fixed offset of its own (cosine ~0.995), so Chroma holds "
-                "a row per sub-chunk")
+REPLICA_NOTE = (
+    "corpus replicated with suffixed card ids and titles (<id>~r<n>); each distinct text embedded once, "
+    "each replica's vector that one nudged by a fixed offset of its own (cosine ~0.995), so Chroma holds "
+    "a row per sub-chunk"
+)
 
 
 # ----------------------------------------------------------------------------------------------- statistics
@@ -77,8 +79,12 @@ def summary(values: Sequence[float], digits: int = 3) -> dict[str, float]:
     """``{"p50", "p95", "mean", "n"}`` of ``values``, rounded."""
     if not values:
         return {"p50": None, "p95": None, "mean": None, "n": 0}
-    return {"p50": round(percentile(values, 50), digits), "p95": round(percentile(values, 95), digits),
-            "mean": round(sum(values) / len(values), digits), "n": len(values)}
+    return {
+        "p50": round(percentile(values, 50), digits),
+        "p95": round(percentile(values, 95), digits),
+        "mean": round(sum(values) / len(values), digits),
+        "n": len(values),
+    }
 
 
 def peak_rss_mb() -> float:
@@ -137,8 +143,13 @@ def hardware() -> dict[str, Any]:
             versions[name] = version(name.replace("_", "-"))
         except Exception:
             versions[name] = "?"
-    return {"nproc": os.cpu_count(), "cpu_model": model or platform.processor() or "unknown",
-            "python": platform.python_version(), "os": platform.platform(), **versions}
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model or platform.processor() or "unknown",
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        **versions,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ replicas
@@ -156,8 +167,15 @@ def replicate_chunks(chunks: Sequence[Chunk], target: int, *, mark_titles: bool 
     while len(out) < target:
         for c in chunks:
             parent = f"{c.parent_id}~r{n}"
-            out.append(Chunk(chunk_id=f"{parent}#{c.chunk_id.rsplit('#', 1)[-1]}", parent_id=parent,
-                             title=f"{c.title} ~r{n}" if mark_titles else c.title, lang=c.lang, text=c.text))
+            out.append(
+                Chunk(
+                    chunk_id=f"{parent}#{c.chunk_id.rsplit('#', 1)[-1]}",
+                    parent_id=parent,
+                    title=f"{c.title} ~r{n}" if mark_titles else c.title,
+                    lang=c.lang,
+                    text=c.text,
+                )
+            )
         n += 1
     return out
 
@@ -205,8 +223,9 @@ class ReplicaEmbedder(MemoEmbedder):
         return vec / np.linalg.norm(vec)
 
 
-def retriever_with_embedder(settings: Settings, chunks: Sequence[Chunk], embedder: Embedder,
-                            progress: Callable[[int, int], None] | None = None) -> HybridRetriever:
+def retriever_with_embedder(
+    settings: Settings, chunks: Sequence[Chunk], embedder: Embedder, progress: Callable[[int, int], None] | None = None
+) -> HybridRetriever:
     """A ``HybridRetriever`` over ``chunks`` whose dense store is built with ``embedder`` (e.g. a MemoEmbedder)
     instead of the one ``EMBEDDING_MODEL`` names."""
     from retrieval.pipeline import HybridRetriever
@@ -303,12 +322,19 @@ class RerankFloor:
         self.ratios.append(pipeline_ms / floor)
 
     def report(self) -> dict[str, Any]:
-        note = (f"bare onnxruntime InferenceSession.run of the shipped graph on the turn's first {REFERENCE_PAIRS} fused "
-                "candidates right after each turn (and after its background pre-scoring), one session with two "
-                "intra-op threads, one pair per call, pre-tokenized"
-                if self.available else "floor measured only for the bundled ONNX cross-encoder")
-        return {"floor_ms": summary(self.floor_ms), "tokenize_ms": summary(self.tokenize_ms),
-                "ratio": summary(self.ratios, 2), "note": note}
+        note = (
+            f"bare onnxruntime InferenceSession.run of the shipped graph on the turn's first {REFERENCE_PAIRS} fused "
+            "candidates right after each turn (and after its background pre-scoring), one session with two "
+            "intra-op threads, one pair per call, pre-tokenized"
+            if self.available
+            else "floor measured only for the bundled ONNX cross-encoder"
+        )
+        return {
+            "floor_ms": summary(self.floor_ms),
+            "tokenize_ms": summary(self.tokenize_ms),
+            "ratio": summary(self.ratios, 2),
+            "note": note,
+        }
 
 
 SETTLE_S = 0.3
@@ -330,8 +356,7 @@ def settle(limit_s: float = SETTLE_S, window_s: float = 0.005) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def _control(retriever: HybridRetriever, settings: Settings, turn: str, scorer: Any,
-             calls: Counter[str]) -> float:
+def _control(retriever: HybridRetriever, settings: Settings, turn: str, scorer: Any, calls: Counter[str]) -> float:
     """The same turn again with ``settings`` (a moved control), counting model calls; its total ms."""
     counters = [_Counter(retriever.embedder, "embed_query"), _Counter(retriever.bm25, "search")]
     if retriever.dense is not None:
@@ -350,9 +375,16 @@ def _control(retriever: HybridRetriever, settings: Settings, turn: str, scorer: 
     return again.timings_ms["total"]
 
 
-def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequence[str], runs: int,
-                  control_k: int | None = None, floor: RerankFloor | None = None,
-                  before: bool = False, settled: bool = True) -> dict[str, Any]:
+def measure_turns(
+    retriever: HybridRetriever,
+    settings: Settings,
+    turns: Sequence[str],
+    runs: int,
+    control_k: int | None = None,
+    floor: RerankFloor | None = None,
+    before: bool = False,
+    settled: bool = True,
+) -> dict[str, Any]:
     """Run every turn ``runs`` times uncached. With ``floor``, time the turn's reference pairs through the bare model
     right after (once the turn's background pre-scoring is done); with ``control_k``, then run the same turn at
     that rrf_k (counting model calls). With ``before``, each turn is also run (uncached, alternating which goes
@@ -374,6 +406,7 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
 
     def after_instrument() -> None:  # after the floor or a before turn: their spinning threads go first
         settle_ms.append(settle() if settled else 0.0)
+
     old: dict[str, list[float]] = {"turn_ms": [], "rerank_ms": []}
     scorer = rerank_mod.load_reranker(settings.reranker_model)
     before = before and hasattr(scorer, "using")
@@ -405,15 +438,23 @@ def measure_turns(retriever: HybridRetriever, settings: Settings, turns: Sequenc
             if before and (n + i) % 2 == 1:
                 _before_turn(retriever, settings, turn, scorer, old)
                 after_instrument()
-    return {"turn_ms": summary(totals), "stages_ms": {k: summary(v) for k, v in stages.items()},
-            "dense_ms": summary(dense), "levels": dict(levels), "control_ms": summary(control),
-            "settle_ms": summary(settle_ms),
-            "control_calls": dict(calls), "rerank_pairs": summary(pairs, 1), "prescore_wait_ms": summary(prescore_ms),
-            "before": {k: summary(v) for k, v in old.items()} if before else None}
+    return {
+        "turn_ms": summary(totals),
+        "stages_ms": {k: summary(v) for k, v in stages.items()},
+        "dense_ms": summary(dense),
+        "levels": dict(levels),
+        "control_ms": summary(control),
+        "settle_ms": summary(settle_ms),
+        "control_calls": dict(calls),
+        "rerank_pairs": summary(pairs, 1),
+        "prescore_wait_ms": summary(prescore_ms),
+        "before": {k: summary(v) for k, v in old.items()} if before else None,
+    }
 
 
-def _before_turn(retriever: HybridRetriever, settings: Settings, turn: str, scorer: Any,
-                 out: dict[str, list[float]]) -> None:
+def _before_turn(
+    retriever: HybridRetriever, settings: Settings, turn: str, scorer: Any, out: dict[str, list[float]]
+) -> None:
     """One uncached turn scored as before issue 20: the first ``REFERENCE_PAIRS`` fused candidates (unless the
     settings rerank more) through one session of the shipped graph with two intra-op threads, nothing scored ahead."""
     _clear_cache(retriever)
@@ -449,13 +490,24 @@ print(json.dumps({"level": res.hybrid_path, "import_s": t_import - t0, "build_s"
 def cold_start(settings: Settings, store: Path, turn: str, timeout: float = 1800.0) -> dict[str, Any]:
     """Start a fresh Python process that builds the retriever (store folder ``store``) and answers ``turn``;
     ``wall_s`` runs from the spawn to the answer line on its stdout."""
-    env = dict(os.environ, CORPUS_PATH=str(Path(settings.corpus_path).resolve()), CHROMA_PATH=str(store),
-               EMBEDDING_MODEL=settings.embedding_model, RERANKER_MODEL=settings.reranker_model,
-               PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env = dict(
+        os.environ,
+        CORPUS_PATH=str(Path(settings.corpus_path).resolve()),
+        CHROMA_PATH=str(store),
+        EMBEDDING_MODEL=settings.embedding_model,
+        RERANKER_MODEL=settings.reranker_model,
+        PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    )
     env.pop("CHROMA_HOST", None)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, turn], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=PROJECT_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, turn],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=PROJECT_ROOT,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         wall = time.perf_counter() - start
@@ -484,10 +536,19 @@ def _compile_project() -> bool:
 
 
 # --------------------------------------------------------------------------------------------------- bench
-def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_runs: int = 1,
-                  scale: Sequence[int] = (), scale_runs: int = 1, workdir: Path | None = None, before: bool = False,
-                  settled: bool = True,
-                  turns_source: str = "", log: Callable[[str], None] = lambda msg: None) -> dict[str, Any]:
+def run_benchmark(
+    settings: Settings,
+    turns: Sequence[str],
+    runs: int = 3,
+    cold_runs: int = 1,
+    scale: Sequence[int] = (),
+    scale_runs: int = 1,
+    workdir: Path | None = None,
+    before: bool = False,
+    settled: bool = True,
+    turns_source: str = "",
+    log: Callable[[str], None] = lambda msg: None,
+) -> dict[str, Any]:
     """Measure the pipeline (see the module docstring) and return the report as a dict."""
     from retrieval.corpus import load_cards
     from retrieval.pipeline import HybridRetriever
@@ -519,28 +580,48 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
         retriever.retrieve(turns[0], s)  # warm-up (not measured): first calls into each model are slower
         log(f"measuring {len(turns)} turns x {runs} runs")
         floor_timer = RerankFloor(s)
-        measured = measure_turns(retriever, s, turns, runs, control_k=control_k, floor=floor_timer, before=before,
-                                 settled=settled)
+        measured = measure_turns(
+            retriever, s, turns, runs, control_k=control_k, floor=floor_timer, before=before, settled=settled
+        )
         floor = floor_timer.report()
         turn_p50, floor_p50 = measured["turn_ms"]["p50"], floor["floor_ms"]["p50"]
         index_s = fresh.get("index_s") or 0.0
         report: dict[str, Any] = {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "hardware": hardware(),
-            "corpus": {"path": str(s.corpus_path), "cards": len(cards), "chunks": len(retriever.chunks),
-                       "turns": len(turns), "turns_source": turns_source},
+            "corpus": {
+                "path": str(s.corpus_path),
+                "cards": len(cards),
+                "chunks": len(retriever.chunks),
+                "turns": len(turns),
+                "turns_source": turns_source,
+            },
             "runs": runs,
             "samples": runs * len(turns),
-            "settings": {k: getattr(s, k) for k in ("embedding_model", "reranker_model", "rrf_k", "top_k",
-                                                    "candidate_multiplier", "reranker_max_input", "bm25_tokenizer",
-                                                    "fusion", "min_similarity")},
+            "settings": {
+                k: getattr(s, k)
+                for k in (
+                    "embedding_model",
+                    "reranker_model",
+                    "rrf_k",
+                    "top_k",
+                    "candidate_multiplier",
+                    "reranker_max_input",
+                    "bm25_tokenizer",
+                    "fusion",
+                    "min_similarity",
+                )
+            },
             "turn_ms": measured["turn_ms"],
             "stages_ms": measured["stages_ms"],
             "dense_ms": measured["dense_ms"],
             "levels": measured["levels"],
             "rerank_pairs": measured["rerank_pairs"],
-            "cached_control_ms": {**measured["control_ms"], "rrf_k": [s.rrf_k, control_k],
-                                  "model_calls": measured["control_calls"]},
+            "cached_control_ms": {
+                **measured["control_ms"],
+                "rrf_k": [s.rrf_k, control_k],
+                "model_calls": measured["control_calls"],
+            },
             "full_turn_p50_ms": turn_p50,
             "reference_floor_p50_ms": floor_p50,
             "turn_over_floor": round(turn_p50 / floor_p50, 3) if turn_p50 and floor_p50 else None,
@@ -554,18 +635,24 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
             "rerank_floor_note": floor["note"],
             "rerank_overhead_ratio": floor["ratio"]["p50"],
             "rerank_overhead": floor["ratio"],
-            "cold_start_s": {"persisted": round(percentile([p["wall_s"] for p in persisted], 50), 3),
-                             "fresh": fresh["wall_s"]},
+            "cold_start_s": {
+                "persisted": round(percentile([p["wall_s"] for p in persisted], 50), 3),
+                "fresh": fresh["wall_s"],
+            },
             "cold_start_detail": {"fresh": fresh, "persisted": persisted, "precompiled": precompiled},
-            "indexing": {"chunks": fresh.get("chunks"), "seconds": index_s,
-                         "chunks_per_s": round(fresh["chunks"] / index_s, 1) if index_s else None,
-                         "bm25_build_ms": round(retriever.bm25_build_ms, 1)},
+            "indexing": {
+                "chunks": fresh.get("chunks"),
+                "seconds": index_s,
+                "chunks_per_s": round(fresh["chunks"] / index_s, 1) if index_s else None,
+                "bm25_build_ms": round(retriever.bm25_build_ms, 1),
+            },
             "peak_rss_mb": peak_rss_mb(),
             "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         }
         if scale:
-            report["scale"] = [run_scale(s, retriever.chunks, turns, target, scale_runs, workdir, log)
-                               for target in scale]
+            report["scale"] = [
+                run_scale(s, retriever.chunks, turns, target, scale_runs, workdir, log) for target in scale
+            ]
             report["scale_note"] = REPLICA_NOTE
         return report
     finally:
@@ -573,8 +660,15 @@ def run_benchmark(settings: Settings, turns: Sequence[str], runs: int = 3, cold_
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_scale(settings: Settings, base: Sequence[Chunk], turns: Sequence[str], target: int, runs: int,
-              workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def run_scale(
+    settings: Settings,
+    base: Sequence[Chunk],
+    turns: Sequence[str],
+    target: int,
+    runs: int,
+    workdir: Path,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     """The same turns on ``base`` replicated to ``target`` sub-chunks."""
     from retrieval.encoders import load_embedder
 
@@ -592,13 +686,21 @@ def run_scale(settings: Settings, base: Sequence[Chunk], turns: Sequence[str], t
     log(f"scale {len(chunks):,}: measuring {len(turns)} turns x {runs} runs")
     measured = measure_turns(retriever, s, turns, runs)
     stages = measured["stages_ms"]
-    out = {"target": target, "chunks": len(chunks), "distinct_texts_embedded": embedder.distinct,
-           "build_s": round(build_s, 2), "bm25_build_ms": round(retriever.bm25_build_ms, 1),
-           "index_s": round(retriever.dense.index_seconds, 2),
-           "turn_ms": measured["turn_ms"], "stages_ms": stages, "dense_ms": measured["dense_ms"],
-           "levels": measured["levels"],
-           "peak_rss_mb": peak_rss_mb(), "peak_rss_scope": "this scale" if own_peak else "the process so far",
-           "chroma_disk_mb": disk_usage_mb(workdir / f"chroma-{target}")}
+    out = {
+        "target": target,
+        "chunks": len(chunks),
+        "distinct_texts_embedded": embedder.distinct,
+        "build_s": round(build_s, 2),
+        "bm25_build_ms": round(retriever.bm25_build_ms, 1),
+        "index_s": round(retriever.dense.index_seconds, 2),
+        "turn_ms": measured["turn_ms"],
+        "stages_ms": stages,
+        "dense_ms": measured["dense_ms"],
+        "levels": measured["levels"],
+        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_scope": "this scale" if own_peak else "the process so far",
+        "chroma_disk_mb": disk_usage_mb(workdir / f"chroma-{target}"),
+    }
     del retriever
     shutil.rmtree(workdir / f"chroma-{target}", ignore_errors=True)
     return out
@@ -633,10 +735,12 @@ def format_table(report: dict[str, Any], command: str = "python -m retrieval ben
     ]
     if report.get("before"):
         old = report["before"]
-        lines += [f"| &nbsp;&nbsp;before: full turn scored as before issue 20, one two-thread session (ms) | "
-                  f"{_fmt(old['turn_ms']['p50'])} | {_fmt(old['turn_ms']['p95'])} |",
-                  f"| &nbsp;&nbsp;before: its cross-encoder rerank (ms) | {_fmt(old['rerank_ms']['p50'])} | "
-                  f"{_fmt(old['rerank_ms']['p95'])} |"]
+        lines += [
+            f"| &nbsp;&nbsp;before: full turn scored as before issue 20, one two-thread session (ms) | "
+            f"{_fmt(old['turn_ms']['p50'])} | {_fmt(old['turn_ms']['p95'])} |",
+            f"| &nbsp;&nbsp;before: its cross-encoder rerank (ms) | {_fmt(old['rerank_ms']['p50'])} | "
+            f"{_fmt(old['rerank_ms']['p95'])} |",
+        ]
     for name in STAGES:
         label = STAGE_LABELS[name]
         if name == "rerank":
@@ -663,7 +767,8 @@ def format_table(report: dict[str, Any], command: str = "python -m retrieval ben
         lines.append(
             f"| {row['chunks']:,} sub-chunks: BM25 / dense / full turn (ms) | "
             f"{_fmt(st['bm25']['p50'])} / {_fmt(row['dense_ms']['p50'])} / {_fmt(row['turn_ms']['p50'])} | "
-            f"{_fmt(st['bm25']['p95'])} / {_fmt(row['dense_ms']['p95'])} / {_fmt(row['turn_ms']['p95'])} |")
+            f"{_fmt(st['bm25']['p95'])} / {_fmt(row['dense_ms']['p95'])} / {_fmt(row['turn_ms']['p95'])} |"
+        )
     if report.get("scale"):
         lines += ["", f"Scale rows: {report['scale_note']}; dense = query embedding + Chroma query.", ""]
         lines += format_scale_table(report["scale"])
@@ -672,40 +777,61 @@ def format_table(report: dict[str, Any], command: str = "python -m retrieval ben
 
 def format_scale_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """One line per scale: per-branch p50 / p95, build times, peak RSS and Chroma's size on disk."""
-    lines = ["| Sub-chunks | BM25 p50 / p95 (ms) | dense p50 / p95 (ms) | full turn p50 / p95 (ms) | BM25 build (s) "
-             "| Chroma index (s) | peak RSS (MB) | Chroma on disk (MB) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| Sub-chunks | BM25 p50 / p95 (ms) | dense p50 / p95 (ms) | full turn p50 / p95 (ms) | BM25 build (s) "
+        "| Chroma index (s) | peak RSS (MB) | Chroma on disk (MB) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in rows:
         bm25, dense, turn = row["stages_ms"]["bm25"], row["dense_ms"], row["turn_ms"]
         lines.append(
             f"| {row['chunks']:,} | {_fmt(bm25['p50'])} / {_fmt(bm25['p95'])} | {_fmt(dense['p50'])} / "
             f"{_fmt(dense['p95'])} | {_fmt(turn['p50'])} / {_fmt(turn['p95'])} | "
             f"{_fmt(row['bm25_build_ms'] / 1000, 2)} | {_fmt(row['index_s'], 1)} | {_fmt(row['peak_rss_mb'], 0)} | "
-            f"{_fmt(row.get('chroma_disk_mb'), 1)} |")
+            f"{_fmt(row.get('chroma_disk_mb'), 1)} |"
+        )
     return lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from retrieval.cli import add_common
 
-    p = sub.add_parser("bench", help="latency per stage, cold start, indexing throughput, memory (and scale)",
-                       description=__doc__.splitlines()[0])
+    p = sub.add_parser(
+        "bench",
+        help="latency per stage, cold start, indexing throughput, memory (and scale)",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("--runs", type=int, default=3, help="uncached passes over the labeled turns (default 3)")
     p.add_argument("--cold-runs", type=int, default=1, help="cold starts with the persisted store (default 1)")
     p.add_argument("--queries", metavar="PATH", help="turns JSONL (default: queries.jsonl beside CORPUS_PATH)")
     p.add_argument("--limit", type=int, help="only the first N turns (a quick look)")
-    p.add_argument("--scale", metavar="N[,N...]", help="also run on the corpus replicated to N sub-chunks, "
-                                                       "e.g. --scale 10000,50000")
+    p.add_argument(
+        "--scale",
+        metavar="N[,N...]",
+        help="also run on the corpus replicated to N sub-chunks, e.g. --scale 10000,50000",
+    )
     p.add_argument("--scale-runs", type=int, default=1, help="passes over the turns at each scale (default 1)")
-    p.add_argument("--corpus", metavar="NAME|PATH", help="instead: indexing throughput (sub-chunks/s) and reopen "
-                                                         "time of this corpus (retrieval/evaluation/corpus_bench.py)")
+    p.add_argument(
+        "--corpus",
+        metavar="NAME|PATH",
+        help="instead: indexing throughput (sub-chunks/s) and reopen "
+        "time of this corpus (retrieval/evaluation/corpus_bench.py)",
+    )
     p.add_argument("--index-chunks", type=int, metavar="N", help="with --corpus: only its first N sub-chunks")
-    p.add_argument("--before", action="store_true", help="also run each turn the way the pipeline scored before "
-                                                         "issue 20 (one two-thread session), alternating, for a "
-                                                         "before/after table from one run")
-    p.add_argument("--no-settle", action="store_true", help="start each turn right after the floor, while the floor's "
-                                                             "two-thread session still spins (as the bench did until "
-                                                             "2026-12-01), to compare")
+    p.add_argument(
+        "--before",
+        action="store_true",
+        help="also run each turn the way the pipeline scored before "
+        "issue 20 (one two-thread session), alternating, for a "
+        "before/after table from one run",
+    )
+    p.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="start each turn right after the floor, while the floor's "
+        "two-thread session still spins (as the bench did until "
+        "2026-12-01), to compare",
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     add_common(p)
     p.set_defaults(func=run_bench)
@@ -738,10 +864,18 @@ def run_bench(args: argparse.Namespace) -> int:
         from retrieval.evaluation import corpus_bench
 
         logging.getLogger("retrieval").setLevel(logging.ERROR)
-        report = corpus_bench.run(settings, corpus_from_args(args, settings), args.index_chunks, hardware=hardware(),
-                                  log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True))
-        print(json.dumps(report, ensure_ascii=False) if args.json else
-              corpus_bench.format_report(report, "python -m retrieval bench " + " ".join(sys.argv[2:])))
+        report = corpus_bench.run(
+            settings,
+            corpus_from_args(args, settings),
+            args.index_chunks,
+            hardware=hardware(),
+            log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True),
+        )
+        print(
+            json.dumps(report, ensure_ascii=False)
+            if args.json
+            else corpus_bench.format_report(report, "python -m retrieval bench " + " ".join(sys.argv[2:]))
+        )
         return 0
     turns, source = load_turns(settings, args.queries)
     if args.limit is not None:
@@ -749,13 +883,27 @@ def run_bench(args: argparse.Namespace) -> int:
             raise ValueError("--limit must be at least 1.")
         turns = turns[: args.limit]
     logging.getLogger("retrieval").setLevel(logging.ERROR)  # a degraded turn is data in the report, not noise
-    report = run_benchmark(settings, turns, runs=args.runs, cold_runs=args.cold_runs, scale=parse_scale(args.scale),
-                           scale_runs=args.scale_runs, turns_source=source, before=args.before,
-                           settled=not args.no_settle,
-                           log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True))
+    report = run_benchmark(
+        settings,
+        turns,
+        runs=args.runs,
+        cold_runs=args.cold_runs,
+        scale=parse_scale(args.scale),
+        scale_runs=args.scale_runs,
+        turns_source=source,
+        before=args.before,
+        settled=not args.no_settle,
+        log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True),
+    )
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
-        print(format_table(report, "python -m retrieval bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"]
-                           else "python -m retrieval bench"))
+        print(
+            format_table(
+                report,
+                "python -m retrieval bench " + " ".join(sys.argv[2:])
+                if sys.argv[1:2] == ["bench"]
+                else "python -m retrieval bench",
+            )
+        )
     return 0

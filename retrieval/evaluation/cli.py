@@ -10,9 +10,20 @@ import time
 from pathlib import Path
 
 from retrieval.evaluation import bench, lab, tune
-from retrieval.evaluation.evaluate import (CONFIGS, DEFAULT_DEPTH, _check_configs, build_retriever, evaluate,
-                                           format_report, load_dataset, parse_set, recipe_overrides, run_turns,
-                                           save_runs, use_stored_calibration)
+from retrieval.evaluation.evaluate import (
+    CONFIGS,
+    DEFAULT_DEPTH,
+    _check_configs,
+    build_retriever,
+    evaluate,
+    format_report,
+    load_dataset,
+    parse_set,
+    recipe_overrides,
+    run_turns,
+    save_runs,
+    use_stored_calibration,
+)
 from retrieval.evaluation.significance import DEFAULT_RESAMPLES
 from retrieval.evaluation.sweeps import DEFAULT_SWEEPS, format_sweep, parse_sweep, sweep, sweep_figure
 
@@ -28,41 +39,76 @@ def register(sub: argparse._SubParsersAction) -> None:
 def register_eval(sub: argparse._SubParsersAction) -> None:
     from retrieval.cli import add_common
 
-    p = sub.add_parser("eval", help="metrics per configuration (bm25, dense, rrf, full) over labeled turns",
-                       description="Score bm25, dense, rrf and full at parent level on the shipped labeled set "
-                                   "or a BEIR folder; optional sweeps and a significance test.")
+    p = sub.add_parser(
+        "eval",
+        help="metrics per configuration (bm25, dense, rrf, full) over labeled turns",
+        description="Score bm25, dense, rrf and full at parent level on the shipped labeled set "
+        "or a BEIR folder; optional sweeps and a significance test.",
+    )
     p.add_argument("--beir", metavar="PATH", help="a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/)")
-    p.add_argument("--corpus", metavar="NAME|PATH", help="a registered corpus with labeled turns (by name, see "
-                                                         "`python -m retrieval index`), sub-chunked as in the page")
+    p.add_argument(
+        "--corpus",
+        metavar="NAME|PATH",
+        help="a registered corpus with labeled turns (by name, see "
+        "`python -m retrieval index`), sub-chunked as in the page",
+    )
     p.add_argument("--split", default="test", help="BEIR qrels split (default: test)")
-    p.add_argument("--queries", metavar="PATH", help="labeled turns for the cards at CORPUS_PATH "
-                                                     "(default: queries.jsonl beside them)")
+    p.add_argument(
+        "--queries",
+        metavar="PATH",
+        help="labeled turns for the cards at CORPUS_PATH (default: queries.jsonl beside them)",
+    )
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of bm25,dense,rrf,full")
-    p.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="sub-chunks per branch for the scored lists "
-                                                                    f"(default {DEFAULT_DEPTH})")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any setting, e.g. --set rrf_k=20 --set RERANKER_MAX_INPUT=10 (repeatable)")
-    p.add_argument("--adr-recipe", action="store_true",
-                   help="evaluate the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE) "
-                        "instead of the current defaults; --set and the flags above still win")
-    p.add_argument("--sweep", action="append", default=[], metavar="PARAM[=V1,V2,...]",
-                   help="sweep rrf_k, depth, reranker_max_input or any setting; default values: "
-                        + "; ".join(f"{k}={','.join(map(str, v))}" for k, v in DEFAULT_SWEEPS.items()))
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=DEFAULT_DEPTH,
+        help=f"sub-chunks per branch for the scored lists (default {DEFAULT_DEPTH})",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any setting, e.g. --set rrf_k=20 --set RERANKER_MAX_INPUT=10 (repeatable)",
+    )
+    p.add_argument(
+        "--adr-recipe",
+        action="store_true",
+        help="evaluate the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE) "
+        "instead of the current defaults; --set and the flags above still win",
+    )
+    p.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="PARAM[=V1,V2,...]",
+        help="sweep rrf_k, depth, reranker_max_input or any setting; default values: "
+        + "; ".join(f"{k}={','.join(map(str, v))}" for k, v in DEFAULT_SWEEPS.items()),
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the significance test (default 0)")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="randomization / bootstrap resamples")
     p.add_argument("--limit", type=int, help="only the first N labeled turns (a quick look)")
-    p.add_argument("--no-refusals", action="store_true", help="skip the configured-settings calls "
-                                                              "(no latency, no refusal rates)")
+    p.add_argument(
+        "--no-refusals", action="store_true", help="skip the configured-settings calls (no latency, no refusal rates)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--save-runs", metavar="DIR", help="write TREC run files, qrels and report.json to DIR")
     p.add_argument("--chart-dir", metavar="DIR", help="write each sweep as a plotly HTML chart to DIR")
-    p.add_argument("--ablation", action="store_true", help="the quality levers added one at a time, from the ADR "
-                                                           "recipe to the defaults (retrieval/evaluation/ablation.py)")
+    p.add_argument(
+        "--ablation",
+        action="store_true",
+        help="the quality levers added one at a time, from the ADR "
+        "recipe to the defaults (retrieval/evaluation/ablation.py)",
+    )
     p.add_argument("--no-rerank", action="store_true", help="with --ablation: skip the cross-encoder rows")
-    p.add_argument("--compare", metavar="KEY=VALUE[,...]",
-                   help="A vs B: A = the settings above, B = A with these overrides (e.g. --compare rrf_k=60,"
-                        "dense_weight=1); metrics of both, the paired randomization test and the turns B fixed "
-                        "and broke (retrieval/evaluation/compare.py)")
+    p.add_argument(
+        "--compare",
+        metavar="KEY=VALUE[,...]",
+        help="A vs B: A = the settings above, B = A with these overrides (e.g. --compare rrf_k=60,"
+        "dense_weight=1); metrics of both, the paired randomization test and the turns B fixed "
+        "and broke (retrieval/evaluation/compare.py)",
+    )
     add_common(p)
     p.set_defaults(func=run_eval)
 
@@ -95,20 +141,48 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.ablation:
         from retrieval.evaluation.ablation import format_ablation, run_ablation
 
-        report = run_ablation(dataset, retriever, settings, depth=args.depth, seed=args.seed,
-                              resamples=args.resamples, rerank=not args.no_rerank, progress=_stderr_progress)
+        report = run_ablation(
+            dataset,
+            retriever,
+            settings,
+            depth=args.depth,
+            seed=args.seed,
+            resamples=args.resamples,
+            rerank=not args.no_rerank,
+            progress=_stderr_progress,
+        )
         report["wall_seconds"] = round(time.perf_counter() - started, 1)
         print(json.dumps(report, ensure_ascii=False) if args.json else format_ablation(report))
         return 0
-    runs = run_turns(dataset, retriever, settings, configs=configs, depth=args.depth,
-                     refusals=not args.no_refusals, progress=_stderr_progress)
-    report = evaluate(dataset, retriever, settings, configs, depth=args.depth, seed=args.seed,
-                      resamples=args.resamples, refusals=not args.no_refusals, runs=runs,
-                      store_text=not args.beir)  # a BEIR set's text stays where it is (license): ids only
+    runs = run_turns(
+        dataset,
+        retriever,
+        settings,
+        configs=configs,
+        depth=args.depth,
+        refusals=not args.no_refusals,
+        progress=_stderr_progress,
+    )
+    report = evaluate(
+        dataset,
+        retriever,
+        settings,
+        configs,
+        depth=args.depth,
+        seed=args.seed,
+        resamples=args.resamples,
+        refusals=not args.no_refusals,
+        runs=runs,
+        store_text=not args.beir,
+    )  # a BEIR set's text stays where it is (license): ids only
     if sweeps:
-        report["sweeps"] = [sweep(dataset, retriever, settings, name, values, configs, depth=args.depth,
-                                  progress=_stderr_progress) for name, values in sweeps]
-    report["command"] = ("python -m retrieval " + " ".join(sys.argv[1:])) if sys.argv[1:2] == ["eval"] else "(in-process)"
+        report["sweeps"] = [
+            sweep(dataset, retriever, settings, name, values, configs, depth=args.depth, progress=_stderr_progress)
+            for name, values in sweeps
+        ]
+    report["command"] = (
+        ("python -m retrieval " + " ".join(sys.argv[1:])) if sys.argv[1:2] == ["eval"] else "(in-process)"
+    )
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["written_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     if args.chart_dir:
@@ -140,8 +214,17 @@ def _run_compare(args: argparse.Namespace, dataset, retriever, settings, started
         from retrieval.dense import stderr_progress
 
         retriever_b, b = build_retriever(dataset, b, None, stderr_progress)  # b already has the BEIR store path
-    report = compare_configs(dataset, retriever, settings, b, depth=args.depth, seed=args.seed,
-                             resamples=args.resamples, progress=_stderr_progress, retriever_b=retriever_b)
+    report = compare_configs(
+        dataset,
+        retriever,
+        settings,
+        b,
+        depth=args.depth,
+        seed=args.seed,
+        resamples=args.resamples,
+        progress=_stderr_progress,
+        retriever_b=retriever_b,
+    )
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, ensure_ascii=False) if args.json else format_compare(report))
     return 0

@@ -37,8 +37,14 @@ print(json.dumps({"import_and_load_s": t_loaded - t0, "reopen_s": t_open - t_loa
 """
 
 
-def run(settings: Settings, data, index_chunks: int | None = None, workdir: Path | None = None,
-        log=lambda msg: None, hardware: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    settings: Settings,
+    data,
+    index_chunks: int | None = None,
+    workdir: Path | None = None,
+    log=lambda msg: None,
+    hardware: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Index ``data`` (a ``retrieval.corpora.CorpusData``) into a fresh store, reopen it in a fresh process and
     return the report; ``hardware`` is what ``bench.hardware()`` says about the machine."""
     from retrieval.encoders import INDEX_WORKERS
@@ -64,29 +70,53 @@ def run(settings: Settings, data, index_chunks: int | None = None, workdir: Path
     index_s = retriever.dense.index_seconds
     turn = data.queries[0].text if data.queries else chunks[0].title or chunks[0].text[:80]
     log("reopening the persisted store in a fresh process")
-    env = dict(os.environ, CHROMA_PATH=s.chroma_path, EMBEDDING_MODEL=s.embedding_model,
-               PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env = dict(
+        os.environ,
+        CHROMA_PATH=s.chroma_path,
+        EMBEDDING_MODEL=s.embedding_model,
+        PYTHONPATH=os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    )
     env.pop("CHROMA_HOST", None)
     source = data.entry.source
     if not source or not Path(source).exists():  # a corpus kept in the store: its cards, as a file for the child
         source = str(workdir / "cards.jsonl")
-        Path(source).write_text("".join(json.dumps({"id": c.id, "title": c.title, "text": c.text, "lang": c.lang,
-                                                    "topic": c.topic}, ensure_ascii=False) + "\n"
-                                        for c in data.cards), encoding="utf-8")
+        Path(source).write_text(
+            "".join(
+                json.dumps(
+                    {"id": c.id, "title": c.title, "text": c.text, "lang": c.lang, "topic": c.topic}, ensure_ascii=False
+                )
+                + "\n"
+                for c in data.cards
+            ),
+            encoding="utf-8",
+        )
     wall = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _REOPEN, source, str(len(chunks)), turn],
-                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-c", _REOPEN, source, str(len(chunks)), turn],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=PROJECT_ROOT,
+        timeout=1800,
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"reopen child failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     reopen = json.loads(proc.stdout.strip().splitlines()[-1])
     reopen["wall_s"] = time.perf_counter() - wall
     return {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "hardware": hardware or {},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "hardware": hardware or {},
         "load_avg_1m": {"start": round(load, 2), "end": round(os.getloadavg()[0], 2)},
-        "corpus": {"name": data.entry.name, "format": data.entry.format, "sub_chunks": len(chunks),
-                   "of_total": len(data.chunks)},
-        "embedding_model": s.embedding_model, "index_workers": INDEX_WORKERS,
-        "index_s": round(index_s, 1), "build_s": round(build_s, 1),
+        "corpus": {
+            "name": data.entry.name,
+            "format": data.entry.format,
+            "sub_chunks": len(chunks),
+            "of_total": len(data.chunks),
+        },
+        "embedding_model": s.embedding_model,
+        "index_workers": INDEX_WORKERS,
+        "index_s": round(index_s, 1),
+        "build_s": round(build_s, 1),
         "sub_chunks_per_s": round(len(chunks) / index_s, 1) if index_s else None,
         "bm25_build_ms": round(retriever.bm25_build_ms, 1),
         "reopen": {k: (round(v, 2) if isinstance(v, float) else v) for k, v in reopen.items()},
@@ -95,14 +125,16 @@ def run(settings: Settings, data, index_chunks: int | None = None, workdir: Path
 
 def format_report(r: dict[str, Any], command: str) -> str:
     hw, c = r["hardware"], r["corpus"]
-    return "\n".join([
-        f"`{command}` on {r['date']}: {hw.get('cpu_model', '?')}, {hw.get('nproc', '?')} cores, load average "
-        f"{r['load_avg_1m']['start']} -> {r['load_avg_1m']['end']}; {r['embedding_model']}, "
-        f"{r['index_workers']} worker session(s) x 1 thread, one sequence per call.",
-        "",
-        "| corpus | sub-chunks | index (s) | sub-chunks/s | BM25 build (ms) | reopen in a fresh process (s) | "
-        "first turn after reopen (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-        f"| {c['name']} ({c['format']}) | {c['sub_chunks']:,} of {c['of_total']:,} | {r['index_s']} | "
-        f"{r['sub_chunks_per_s']} | {r['bm25_build_ms']} | {r['reopen']['reopen_s']} | {r['reopen']['first_turn_s']} |",
-    ])
+    return "\n".join(
+        [
+            f"`{command}` on {r['date']}: {hw.get('cpu_model', '?')}, {hw.get('nproc', '?')} cores, load average "
+            f"{r['load_avg_1m']['start']} -> {r['load_avg_1m']['end']}; {r['embedding_model']}, "
+            f"{r['index_workers']} worker session(s) x 1 thread, one sequence per call.",
+            "",
+            "| corpus | sub-chunks | index (s) | sub-chunks/s | BM25 build (ms) | reopen in a fresh process (s) | "
+            "first turn after reopen (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| {c['name']} ({c['format']}) | {c['sub_chunks']:,} of {c['of_total']:,} | {r['index_s']} | "
+            f"{r['sub_chunks_per_s']} | {r['bm25_build_ms']} | {r['reopen']['reopen_s']} | {r['reopen']['first_turn_s']} |",
+        ]
+    )

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from retrieval.pipeline import HybridRetriever
 
 
-def open_labeled(name: str | None, settings: Settings, *,
-                 limit: int | None = None) -> tuple[Dataset, HybridRetriever, int]:
+def open_labeled(
+    name: str | None, settings: Settings, *, limit: int | None = None
+) -> tuple[Dataset, HybridRetriever, int]:
     """The corpus's labeled turns (at most ``limit``, every category represented: ``sample_turns``; None or 0: all),
     its ready retriever and how many labeled turns it has in all.
 
@@ -43,17 +44,25 @@ def open_labeled(name: str | None, settings: Settings, *,
     elif is_ready(data, settings) or is_indexed(data, settings):  # built here, or complete in the store
         retriever = retriever_for(data, settings)
     else:
-        raise ValueError(f"corpus {data.entry.name!r} is not indexed for {settings.embedding_model} in this app yet: "
-                         "open it in the Data tab first: it is indexed there with a progress bar; then score it "
-                         "here.")
+        raise ValueError(
+            f"corpus {data.entry.name!r} is not indexed for {settings.embedding_model} in this app yet: "
+            "open it in the Data tab first: it is indexed there with a progress bar; then score it "
+            "here."
+        )
     if retriever.dense is None:
         raise ValueError(f"the dense branch is unavailable ({retriever.dense_error}); fix it before evaluating.")
     return sample_turns(dataset, limit), retriever, total
 
 
-def evaluate_corpus(name: str | None, settings: Settings, configs: Sequence[str] = CONFIGS, *,
-                    limit: int | None = None, depth: int = DEFAULT_DEPTH,
-                    progress: Progress | None = None) -> dict[str, Any]:
+def evaluate_corpus(
+    name: str | None,
+    settings: Settings,
+    configs: Sequence[str] = CONFIGS,
+    *,
+    limit: int | None = None,
+    depth: int = DEFAULT_DEPTH,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """``evaluate`` over the corpus's labeled turns (at most ``limit``, every category represented), in this
     process.
 
@@ -62,14 +71,22 @@ def evaluate_corpus(name: str | None, settings: Settings, configs: Sequence[str]
     """
     dataset, retriever, total = open_labeled(name, settings, limit=limit)
     started = time.perf_counter()
-    report = evaluate(dataset, retriever, settings, [c for c in CONFIGS if c in configs], depth=depth,
-                      progress=progress)
+    report = evaluate(
+        dataset, retriever, settings, [c for c in CONFIGS if c in configs], depth=depth, progress=progress
+    )
     return _stamp(report, name, total, started)
 
 
-def compare_corpus(name: str | None, a: Settings, b: Settings, *, limit: int | None = None,
-                   depth: int = DEFAULT_DEPTH, progress: Progress | None = None,
-                   cancel: threading.Event | None = None) -> dict[str, Any]:
+def compare_corpus(
+    name: str | None,
+    a: Settings,
+    b: Settings,
+    *,
+    limit: int | None = None,
+    depth: int = DEFAULT_DEPTH,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> dict[str, Any]:
     """``compare_configs`` (A and B) over the corpus's labeled turns (at most ``limit``, every category
     represented): A on A's retriever, B on an index of B's embedding model (``index_for``: opened, or built with its progress, when B changes the model).
 
@@ -88,8 +105,14 @@ def compare_corpus(name: str | None, a: Settings, b: Settings, *, limit: int | N
     return _stamp(report, name, total, started)
 
 
-def index_for(name: str | None, settings: Settings, *, progress: Progress | None = None,
-              cancel: threading.Event | None = None, label: str = "indexing") -> tuple[HybridRetriever, bool]:
+def index_for(
+    name: str | None,
+    settings: Settings,
+    *,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    label: str = "indexing",
+) -> tuple[HybridRetriever, bool]:
     """The corpus's retriever for these settings' embedding model, and whether it had to be indexed: opened if
     ready, else indexed as the Data tab does (its shared job, whose progress goes to ``progress``). ``cancel`` stops
     the wait, and the job too if this call started it (what was embedded is kept; the next open resumes).
@@ -105,8 +128,9 @@ def index_for(name: str | None, settings: Settings, *, progress: Progress | None
     data = None if not name or name == SHIPPED else Registry(settings).open(name)
     if data is None or data.key is None:
         built = not has_retriever(settings)
-        retriever = get_retriever(settings, progress=lambda done, total: progress and progress(done, total, label),
-                                  cancel=cancel)
+        retriever = get_retriever(
+            settings, progress=lambda done, total: progress and progress(done, total, label), cancel=cancel
+        )
     elif is_ready(data, settings) or is_indexed(data, settings):
         retriever, built = retriever_for(data, settings), False
     else:
@@ -121,8 +145,9 @@ def index_for(name: str | None, settings: Settings, *, progress: Progress | None
                     job.cancel.set()
                 raise IndexingCancelled(f"cancelled while indexing {data.entry.name} for {settings.embedding_model}")
         if snap["status"] != "done":
-            raise ValueError(f"indexing {data.entry.name} for {settings.embedding_model} {snap['status']}: "
-                             f"{snap['error']}")
+            raise ValueError(
+                f"indexing {data.entry.name} for {settings.embedding_model} {snap['status']}: {snap['error']}"
+            )
         retriever, built = retriever_for(data, settings), True
     if retriever.dense is None:
         raise ValueError(f"the dense branch of {settings.embedding_model} is unavailable ({retriever.dense_error}).")
@@ -130,6 +155,11 @@ def index_for(name: str | None, settings: Settings, *, progress: Progress | None
 
 
 def _stamp(report: dict[str, Any], name: str | None, total: int, started: float) -> dict[str, Any]:
-    report.update(corpus=name or SHIPPED, total_turns=total, wall_seconds=round(time.perf_counter() - started, 1),
-                  written_at=time.strftime("%Y-%m-%dT%H:%M:%S"), sample_seed=SAMPLE_SEED)
+    report.update(
+        corpus=name or SHIPPED,
+        total_turns=total,
+        wall_seconds=round(time.perf_counter() - started, 1),
+        written_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        sample_seed=SAMPLE_SEED,
+    )
     return report

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval.corpus import QUERY_CATEGORIES, Dataset, LabeledQuery
 from retrieval.evaluation.metrics import METRICS, score_turn
+from retrieval.evaluation.significance import DEFAULT_RESAMPLES, compare, holm
 from retrieval.parents import best_per_parent
 from retrieval.settings import Settings, knob_for
-from retrieval.evaluation.significance import DEFAULT_RESAMPLES, compare, holm
 
 if TYPE_CHECKING:
     from retrieval.pipeline import HybridRetriever
@@ -41,9 +41,11 @@ DEFAULT_DEPTH = 200
 BASELINE_REFUSAL = "full (cosine rule)"
 LIST_LENGTH = 100
 ALPHA = 0.05
-LATENCY_NOTE = ("ms per turn from the first (uncached) call of each turn at the configured settings: "
-                "bm25 = BM25 search; dense = query embedding + Chroma query; rrf = max(bm25, dense) + fusion + "
-                "dedup (the branches run concurrently); full = rrf + cross-encoder reranking")
+LATENCY_NOTE = (
+    "ms per turn from the first (uncached) call of each turn at the configured settings: "
+    "bm25 = BM25 search; dense = query embedding + Chroma query; rrf = max(bm25, dense) + fusion + "
+    "dedup (the branches run concurrently); full = rrf + cross-encoder reranking"
+)
 
 Progress = Callable[[int, int, str], None]
 
@@ -56,8 +58,15 @@ def eval_settings(base: Settings, depth: int = DEFAULT_DEPTH) -> Settings:
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 1000:
         raise ValueError(f"depth must be a whole number of sub-chunks per branch from 1 to 1000, got {depth!r}.")
     top_k = max(d for d in range(1, LIST_LENGTH + 1) if depth % d == 0)
-    return base.replace(top_k=top_k, candidate_multiplier=depth // top_k, min_similarity=-1.0, refusal_rule="cosine",
-                        bm25_timeout_ms=600_000, dense_timeout_ms=600_000, rerank_timeout_ms=600_000)
+    return base.replace(
+        top_k=top_k,
+        candidate_multiplier=depth // top_k,
+        min_similarity=-1.0,
+        refusal_rule="cosine",
+        bm25_timeout_ms=600_000,
+        dense_timeout_ms=600_000,
+        rerank_timeout_ms=600_000,
+    )
 
 
 def parse_set(pairs: Iterable[str]) -> dict[str, Any]:
@@ -116,8 +125,15 @@ def latency(timings: Mapping[str, float]) -> dict[str, float]:
     return {"bm25": bm25, "dense": dense, "rrf": rrf, "full": rrf + timings.get("rerank", 0.0)}
 
 
-def run_turn(retriever: HybridRetriever, query: LabeledQuery, settings: Settings, deep: Settings,
-             configs: Sequence[str] = CONFIGS, *, refusals: bool = True) -> TurnRun:
+def run_turn(
+    retriever: HybridRetriever,
+    query: LabeledQuery,
+    settings: Settings,
+    deep: Settings,
+    configs: Sequence[str] = CONFIGS,
+    *,
+    refusals: bool = True,
+) -> TurnRun:
     """Run one turn: configured settings first (latency, refusal), then the deep call the lists come from."""
     ms: dict[str, float] = {}
     refused: dict[str, bool] = {}
@@ -139,13 +155,28 @@ def run_turn(retriever: HybridRetriever, query: LabeledQuery, settings: Settings
         if "full" in configs and settings.refusal_rule != "cosine":  # today's rule, measured the same way
             refused[BASELINE_REFUSAL] = turn(settings.replace(refusal_rule="cosine")).refused
     result = turn(deep)
-    return TurnRun(query=query, ranked={c: ranked_parents(result, c) for c in configs}, ms=ms, refused=refused,
-                   level=level, reranked=bool(result.reranked), cached=cached)
+    return TurnRun(
+        query=query,
+        ranked={c: ranked_parents(result, c) for c in configs},
+        ms=ms,
+        refused=refused,
+        level=level,
+        reranked=bool(result.reranked),
+        cached=cached,
+    )
 
 
-def run_turns(dataset: Dataset, retriever: HybridRetriever, settings: Settings, *, configs: Sequence[str] = CONFIGS,
-              depth: int = DEFAULT_DEPTH, refusals: bool = True, progress: Progress | None = None,
-              label: str = "eval") -> list[TurnRun]:
+def run_turns(
+    dataset: Dataset,
+    retriever: HybridRetriever,
+    settings: Settings,
+    *,
+    configs: Sequence[str] = CONFIGS,
+    depth: int = DEFAULT_DEPTH,
+    refusals: bool = True,
+    progress: Progress | None = None,
+    label: str = "eval",
+) -> list[TurnRun]:
     """Every labeled turn of ``dataset`` through ``run_turn``.
 
     Raises:
@@ -176,8 +207,10 @@ def check_index(retriever: HybridRetriever, settings: Settings, label: str = "ev
 
     built = getattr(getattr(retriever, "settings", None), "embedding_model", None)
     if built and canonical_embedder(built) != canonical_embedder(settings.embedding_model):
-        raise ValueError(f"{label}: the settings ask for embedding model {settings.embedding_model} but this index "
-                         f"was built with {built}; score them on an index of {settings.embedding_model}.")
+        raise ValueError(
+            f"{label}: the settings ask for embedding model {settings.embedding_model} but this index "
+            f"was built with {built}; score them on an index of {settings.embedding_model}."
+        )
 
 
 # ------------------------------------------------------------------------------------------------- scoring
@@ -212,8 +245,9 @@ def aggregate(runs: Sequence[TurnRun], configs: Sequence[str], *, deep_enough: b
     return out
 
 
-def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequence[str],
-                   thresholds: str = "defaults") -> dict[str, Any]:
+def refusal_report(
+    runs: Sequence[TurnRun], settings: Settings, configs: Sequence[str], thresholds: str = "defaults"
+) -> dict[str, Any]:
     """Refusal rate on ``no_match`` turns and false-refusal rate on answerable turns, at the configured threshold.
 
     ``thresholds`` says where the evidence rule's thresholds came from (``defaults``, or the corpus's stored
@@ -234,15 +268,23 @@ def refusal_report(runs: Sequence[TurnRun], settings: Settings, configs: Sequenc
         "false_refusal_rate": {c: rate(answerable, c) for c in measured},
         "refusal_rule": settings.refusal_rule,
         "thresholds": thresholds,
-        "note": ("refusal = the pipeline's no_match level; full = configured settings, rrf = reranker off, "
-                 "dense = the legacy dense-only path (RETRIEVAL_HYBRID_ENABLED=false); the pipeline has no "
-                 f"BM25-only switch, so bm25 has no refusal rate; {BASELINE_REFUSAL} = full with "
-                 "REFUSAL_RULE=cosine (only the MIN_SIMILARITY cut), the baseline"),
+        "note": (
+            "refusal = the pipeline's no_match level; full = configured settings, rrf = reranker off, "
+            "dense = the legacy dense-only path (RETRIEVAL_HYBRID_ENABLED=false); the pipeline has no "
+            f"BM25-only switch, so bm25 has no refusal rate; {BASELINE_REFUSAL} = full with "
+            "REFUSAL_RULE=cosine (only the MIN_SIMILARITY cut), the baseline"
+        ),
     }
 
 
-def significance(runs: Sequence[TurnRun], configs: Sequence[str], *, metric: str = "ndcg@10", seed: int = 0,
-                 resamples: int = DEFAULT_RESAMPLES) -> dict[str, Any] | None:
+def significance(
+    runs: Sequence[TurnRun],
+    configs: Sequence[str],
+    *,
+    metric: str = "ndcg@10",
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> dict[str, Any] | None:
     """Each configuration vs the best single branch on ``metric``: paired randomization test (explicit seed),
     bootstrap 95% interval of the difference, Holm-adjusted p-values across the comparisons."""
     branches = [c for c in BRANCHES if c in configs]
@@ -252,24 +294,39 @@ def significance(runs: Sequence[TurnRun], configs: Sequence[str], *, metric: str
     means = {c: sum(s[metric][c] for s in scores) / len(scores) for c in configs}
     baseline = max(branches, key=lambda c: (means[c], c == "bm25"))
     base = [s[metric][baseline] for s in scores]
-    tests = {c: compare([s[metric][c] for s in scores], base, seed=seed, resamples=resamples).to_dict()
-             for c in configs if c != baseline}
+    tests = {
+        c: compare([s[metric][c] for s in scores], base, seed=seed, resamples=resamples).to_dict()
+        for c in configs
+        if c != baseline
+    }
     adjusted = holm({c: t["p_value"] for c, t in tests.items()})
     for c, t in tests.items():
         wins = sum(s[metric][c] > s[metric][baseline] for s in scores)
         losses = sum(s[metric][c] < s[metric][baseline] for s in scores)
-        t.update(p_holm=round(adjusted[c], 6), significant=adjusted[c] < ALPHA, wins=wins, losses=losses,
-                 ties=len(scores) - wins - losses)
+        t.update(
+            p_holm=round(adjusted[c], 6),
+            significant=adjusted[c] < ALPHA,
+            wins=wins,
+            losses=losses,
+            ties=len(scores) - wins - losses,
+        )
         for key in ("mean_a", "mean_b", "diff", "p_value", "ci_low", "ci_high"):
             t[key] = round(t[key], 6)
-    return {"metric": metric, "baseline": baseline, "alpha": ALPHA,
-            "method": "paired randomization test (sign flip), two-sided; bootstrap 95% CI of the mean difference; "
-                      "Holm correction across the comparisons",
-            "seed": seed, "resamples": resamples, "tests": tests}
+    return {
+        "metric": metric,
+        "baseline": baseline,
+        "alpha": ALPHA,
+        "method": "paired randomization test (sign flip), two-sided; bootstrap 95% CI of the mean difference; "
+        "Holm correction across the comparisons",
+        "seed": seed,
+        "resamples": resamples,
+        "tests": tests,
+    }
 
 
-def verdict(configs_report: Mapping[str, Mapping[str, Any]], sig: Mapping[str, Any] | None,
-            metric: str = "ndcg@10") -> dict[str, dict[str, Any]]:
+def verdict(
+    configs_report: Mapping[str, Mapping[str, Any]], sig: Mapping[str, Any] | None, metric: str = "ndcg@10"
+) -> dict[str, dict[str, Any]]:
     """The class rule: a hybrid earns its double cost only if it beats each branch alone."""
     out = {}
     for c in configs_report:
@@ -278,15 +335,29 @@ def verdict(configs_report: Mapping[str, Mapping[str, Any]], sig: Mapping[str, A
         value = configs_report[c][metric]
         beats = {f"beats_{b}": value > configs_report[b][metric] for b in BRANCHES if b in configs_report}
         test = (sig or {}).get("tests", {}).get(c)
-        out[c] = {metric: value, **beats, "beats_each_branch": all(beats.values()) if beats else None,
-                  "significant_vs_best_branch": bool(test and test["significant"] and test["diff"] > 0)}
+        out[c] = {
+            metric: value,
+            **beats,
+            "beats_each_branch": all(beats.values()) if beats else None,
+            "significant_vs_best_branch": bool(test and test["significant"] and test["diff"] > 0),
+        }
     return out
 
 
-def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, configs: Sequence[str] = CONFIGS,
-             *, depth: int = DEFAULT_DEPTH, seed: int = 0, resamples: int = DEFAULT_RESAMPLES,
-             refusals: bool = True, progress: Progress | None = None,
-             runs: Sequence[TurnRun] | None = None, store_text: bool = True) -> dict[str, Any]:
+def evaluate(
+    dataset: Dataset,
+    retriever: HybridRetriever,
+    settings: Settings,
+    configs: Sequence[str] = CONFIGS,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    refusals: bool = True,
+    progress: Progress | None = None,
+    runs: Sequence[TurnRun] | None = None,
+    store_text: bool = True,
+) -> dict[str, Any]:
     """Score ``configs`` on ``dataset``: overall, per category, refusals, significance, per turn.
 
     Args:
@@ -309,8 +380,9 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
     """
     _check_configs(configs)
     if runs is None:
-        runs = run_turns(dataset, retriever, settings, configs=configs, depth=depth, refusals=refusals,
-                         progress=progress)
+        runs = run_turns(
+            dataset, retriever, settings, configs=configs, depth=depth, refusals=refusals, progress=progress
+        )
     deep = eval_settings(settings, depth)
     deep_enough = deep.top_k >= 100 and deep.candidate_depth >= 100
     overall = aggregate(runs, configs, deep_enough=deep_enough)
@@ -325,7 +397,9 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
         "answerable_turns": sum(r.answerable for r in runs),
         "configs": overall,
         "categories": categories,
-        "refusal": refusal_report(runs, settings, configs, thresholds_source(retriever, settings)) if refusals else None,
+        "refusal": refusal_report(runs, settings, configs, thresholds_source(retriever, settings))
+        if refusals
+        else None,
         "significance": sig,
         "verdict": verdict(overall, sig),
         "settings": {
@@ -341,8 +415,11 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
             "level": "parent (card / document) level: each branch list is deduped to its best sub-chunk per parent",
             "metrics": "mean over answerable turns; nDCG uses graded linear gains and a log2 discount",
             "latency": LATENCY_NOTE,
-            "recall@100": ("measured" if deep_enough else
-                           f"null: the lists hold at most {deep.top_k} cards (depth {deep.candidate_depth})"),
+            "recall@100": (
+                "measured"
+                if deep_enough
+                else f"null: the lists hold at most {deep.top_k} cards (depth {deep.candidate_depth})"
+            ),
         },
         "per_turn": _per_turn(runs, configs, store_text),
     }
@@ -352,13 +429,22 @@ def evaluate(dataset: Dataset, retriever: HybridRetriever, settings: Settings, c
 def _per_turn(runs: Sequence[TurnRun], configs: Sequence[str], store_text: bool = True) -> list[dict[str, Any]]:
     out = []
     for r in runs:
-        row: dict[str, Any] = {"id": r.query.id, "category": r.query.category,
-                               "relevant": dict(r.query.relevant), "top3": {c: r.ranked[c][:3] for c in configs}}
+        row: dict[str, Any] = {
+            "id": r.query.id,
+            "category": r.query.category,
+            "relevant": dict(r.query.relevant),
+            "top3": {c: r.ranked[c][:3] for c in configs},
+        }
         if store_text:
             row["text"] = r.query.text
         if r.answerable:
-            row.update({m: {c: round(v, 6) for c, v in scores.items()}
-                        for m, scores in per_turn_scores([r], configs)[0].items() if m in ("ndcg@10", "mrr@10")})
+            row.update(
+                {
+                    m: {c: round(v, 6) for c, v in scores.items()}
+                    for m, scores in per_turn_scores([r], configs)[0].items()
+                    if m in ("ndcg@10", "mrr@10")
+                }
+            )
         if r.refused:
             row["refused"] = dict(r.refused)
         if r.level:
@@ -380,9 +466,23 @@ def _categories(runs: Sequence[TurnRun]) -> list[str]:
 
 
 def _settings_summary(s: Settings) -> dict[str, Any]:
-    keep = ("rrf_k", "bm25_weight", "dense_weight", "embedding_model", "reranker_model", "reranker_max_input",
-            "top_k", "candidate_multiplier", "min_similarity", "hybrid_enabled", "bm25_tokenizer", "fusion",
-            "query_weighting", "rerank_mode", "rerank_weight")
+    keep = (
+        "rrf_k",
+        "bm25_weight",
+        "dense_weight",
+        "embedding_model",
+        "reranker_model",
+        "reranker_max_input",
+        "top_k",
+        "candidate_multiplier",
+        "min_similarity",
+        "hybrid_enabled",
+        "bm25_tokenizer",
+        "fusion",
+        "query_weighting",
+        "rerank_mode",
+        "rerank_weight",
+    )
     data = s.to_dict()
     return {k: data[k] for k in keep if k in data}
 
@@ -398,46 +498,77 @@ def format_report(report: Mapping[str, Any]) -> str:
     """A readable text table of an ``evaluate`` report."""
     configs = list(report["configs"])
     metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "ms_per_turn"]
-    lines = [f"dataset: {report['dataset']}   turns: {report['turns']} ({report['answerable_turns']} answerable)   "
-             f"documents: {report['settings']['documents']}   chunks: {report['settings']['chunks']}",
-             f"parent-level metrics; lists from {report['settings']['evaluation']['candidate_depth']} sub-chunks "
-             f"per branch, top {report['settings']['evaluation']['top_k']} cards",
-             "configured: " + ", ".join(f"{k}={v}" for k, v in report["settings"]["configured"].items()), ""]
+    lines = [
+        f"dataset: {report['dataset']}   turns: {report['turns']} ({report['answerable_turns']} answerable)   "
+        f"documents: {report['settings']['documents']}   chunks: {report['settings']['chunks']}",
+        f"parent-level metrics; lists from {report['settings']['evaluation']['candidate_depth']} sub-chunks "
+        f"per branch, top {report['settings']['evaluation']['top_k']} cards",
+        "configured: " + ", ".join(f"{k}={v}" for k, v in report["settings"]["configured"].items()),
+        "",
+    ]
     lines += _table(["config", *metrics], [[c, *(report["configs"][c].get(m) for m in metrics)] for c in configs])
     sig = report.get("significance")
     if sig:
-        lines += ["", f"significance vs best single branch ({sig['baseline']}) on {sig['metric']}: "
-                      f"paired randomization, seed {sig['seed']}, {sig['resamples']} resamples, Holm-adjusted"]
-        rows = [[c, t["diff"], f"[{t['ci_low']:+.4f}, {t['ci_high']:+.4f}]", t["p_value"], t["p_holm"],
-                 f"{t['wins']}/{t['losses']}/{t['ties']}", "yes" if t["significant"] else "no"]
-                for c, t in sig["tests"].items()]
+        lines += [
+            "",
+            f"significance vs best single branch ({sig['baseline']}) on {sig['metric']}: "
+            f"paired randomization, seed {sig['seed']}, {sig['resamples']} resamples, Holm-adjusted",
+        ]
+        rows = [
+            [
+                c,
+                t["diff"],
+                f"[{t['ci_low']:+.4f}, {t['ci_high']:+.4f}]",
+                t["p_value"],
+                t["p_holm"],
+                f"{t['wins']}/{t['losses']}/{t['ties']}",
+                "yes" if t["significant"] else "no",
+            ]
+            for c, t in sig["tests"].items()
+        ]
         lines += _table(["config", "diff", "95% CI", "p", "p_holm", "win/loss/tie", "significant"], rows)
     for c, v in report.get("verdict", {}).items():
-        beats = ", ".join(f"{k.removeprefix('beats_')}: {'yes' if ok else 'NO'}" for k, ok in v.items()
-                          if k.startswith("beats_") and k != "beats_each_branch")
-        lines.append(f"{c} beats each branch alone on ndcg@10? {'yes' if v['beats_each_branch'] else 'NO'} "
-                     f"({beats}); significant vs best branch: {'yes' if v['significant_vs_best_branch'] else 'no'}")
+        beats = ", ".join(
+            f"{k.removeprefix('beats_')}: {'yes' if ok else 'NO'}"
+            for k, ok in v.items()
+            if k.startswith("beats_") and k != "beats_each_branch"
+        )
+        lines.append(
+            f"{c} beats each branch alone on ndcg@10? {'yes' if v['beats_each_branch'] else 'NO'} "
+            f"({beats}); significant vs best branch: {'yes' if v['significant_vs_best_branch'] else 'no'}"
+        )
     cats = report.get("categories") or {}
     if len(cats) > 1 or (cats and next(iter(cats)) != "beir"):
         lines += ["", "nDCG@10 by category"]
-        lines += _table(["category", "turns", *configs],
-                        [[cat, row["turns"], *(row[c]["ndcg@10"] for c in configs)] for cat, row in cats.items()])
+        lines += _table(
+            ["category", "turns", *configs],
+            [[cat, row["turns"], *(row[c]["ndcg@10"] for c in configs)] for cat, row in cats.items()],
+        )
     ref = report.get("refusal")
     if ref and ref["refusal_rate"]:
         rule = ref.get("refusal_rule", "cosine")
         source = f" (thresholds: {ref['thresholds']})" if rule == "evidence" and ref.get("thresholds") else ""
-        lines += ["", f"refusals by REFUSAL_RULE={rule}{source} at MIN_SIMILARITY="
-                      f"{ref['min_similarity']:g}, top_k={ref['top_k']} "
-                      f"({ref['no_match_turns']} no_match turns, {ref['answerable_turns']} answerable)"]
-        lines += _table(["config", "refusal rate (no_match)", "false refusals (answerable)"],
-                        [[c, ref["refusal_rate"][c], ref["false_refusal_rate"][c]] for c in ref["refusal_rate"]])
+        lines += [
+            "",
+            f"refusals by REFUSAL_RULE={rule}{source} at MIN_SIMILARITY="
+            f"{ref['min_similarity']:g}, top_k={ref['top_k']} "
+            f"({ref['no_match_turns']} no_match turns, {ref['answerable_turns']} answerable)",
+        ]
+        lines += _table(
+            ["config", "refusal rate (no_match)", "false refusals (answerable)"],
+            [[c, ref["refusal_rate"][c], ref["false_refusal_rate"][c]] for c in ref["refusal_rate"]],
+        )
     levels = report.get("configured_levels") or {}
     if set(levels) - {"full", "no_match"}:
-        lines.append("levels of the configured calls: " + ", ".join(f"{k}={v}" for k, v in levels.items())
-                     + " (a turn below full lost a stage, e.g. the reranker's time budget)")
+        lines.append(
+            "levels of the configured calls: "
+            + ", ".join(f"{k}={v}" for k, v in levels.items())
+            + " (a turn below full lost a stage, e.g. the reranker's time budget)"
+        )
     if report.get("reranker_missing_turns"):
-        lines.append(f"warning: the reranker did not run on {report['reranker_missing_turns']} turns "
-                     "(full = fused order there)")
+        lines.append(
+            f"warning: the reranker did not run on {report['reranker_missing_turns']} turns (full = fused order there)"
+        )
     if report.get("cached_turns"):
         lines.append(f"warning: {report['cached_turns']} turns were already cached: their latency is not a cold call")
     lines += ["", f"latency: {report['notes']['latency']}"]
@@ -459,8 +590,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return [fmt(cells[0]), fmt(["-" * w for w in widths]), *(fmt(r) for r in cells[1:])]
 
 
-def save_runs(folder: str | Path, runs: Sequence[TurnRun], report: Mapping[str, Any],
-              configs: Sequence[str]) -> list[Path]:
+def save_runs(
+    folder: str | Path, runs: Sequence[TurnRun], report: Mapping[str, Any], configs: Sequence[str]
+) -> list[Path]:
     """Write TREC run files (``<config>.trec``: qid Q0 docid rank score tag, score = list length - rank + 1,
     so any tool sorts them back into our order), the qrels (``qrels.trec``) and the report (``report.json``)."""
     folder = Path(folder)
@@ -498,7 +630,9 @@ def load_report(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such report. Write one with `python -m retrieval eval --save-runs DIR`.") from None
+        raise ValueError(
+            f"{path}: no such report. Write one with `python -m retrieval eval --save-runs DIR`."
+        ) from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}). Re-run the eval to rewrite it.") from None
     if not isinstance(data, dict) or not {"dataset", "turns", "configs"} <= set(data):
@@ -528,8 +662,12 @@ def load_dataset(args: argparse.Namespace, settings: Settings) -> Dataset:
     return ds
 
 
-def build_retriever(dataset: Dataset, settings: Settings, beir_folder: str | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> tuple[HybridRetriever, Settings]:
+def build_retriever(
+    dataset: Dataset,
+    settings: Settings,
+    beir_folder: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[HybridRetriever, Settings]:
     """A retriever over the dataset's chunks, with a cache large enough for a whole evaluation. A BEIR set gets
     its own Chroma folder, ``<CHROMA_PATH>/beir-<folder name>``, embedded once and reused."""
     from retrieval.corpus import split_cards
@@ -538,8 +676,9 @@ def build_retriever(dataset: Dataset, settings: Settings, beir_folder: str | Non
     if beir_folder:
         settings = settings.replace(chroma_path=str(Path(settings.chroma_path) / f"beir-{Path(beir_folder).name}"))
     chunks = split_cards(dataset.cards, dataset.chunk_words)
-    retriever = HybridRetriever(settings, chunks=chunks, progress=progress,
-                                cache_size=max(4096, 400 * len(dataset.queries)))
+    retriever = HybridRetriever(
+        settings, chunks=chunks, progress=progress, cache_size=max(4096, 400 * len(dataset.queries))
+    )
     if retriever.dense is None:
         raise ValueError(f"the dense branch is unavailable ({retriever.dense_error}); fix it before evaluating.")
     return retriever, settings

@@ -91,8 +91,9 @@ def _check_ids(items: list[str], name: str) -> None:
 
 
 # -------------------------------------------------------------------------------------------- classroom
-def classroom(rankings: Mapping[str, Sequence[str]], k: int = CLASS_K,
-              weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+def classroom(
+    rankings: Mapping[str, Sequence[str]], k: int = CLASS_K, weights: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """The RRF arithmetic of the classroom: every term, every sum, the fused order and what it teaches.
 
     Returns:
@@ -113,10 +114,24 @@ def classroom(rankings: Mapping[str, Sequence[str]], k: int = CLASS_K,
         formula = " + ".join(
             (f"1/({k}+{r})" if w[n] == 1 else f"{w[n]:g}/({k}+{r})") for n, (r, _) in parts.items() if r is not None
         )
-        rows.append({"doc": doc, "rank": rank, "score": score, "ranks": {n: r for n, (r, _) in parts.items()},
-                     "terms": {n: t for n, (_, t) in parts.items()}, "formula": formula})
-    return {"k": k, "lists": lists, "weights": w, "rows": rows, "order": [r["doc"] for r in rows],
-            "lessons": lessons(rows, list(lists))}
+        rows.append(
+            {
+                "doc": doc,
+                "rank": rank,
+                "score": score,
+                "ranks": {n: r for n, (r, _) in parts.items()},
+                "terms": {n: t for n, (_, t) in parts.items()},
+                "formula": formula,
+            }
+        )
+    return {
+        "k": k,
+        "lists": lists,
+        "weights": w,
+        "rows": rows,
+        "order": [r["doc"] for r in rows],
+        "lessons": lessons(rows, list(lists)),
+    }
 
 
 def lessons(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
@@ -131,8 +146,10 @@ def lessons(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str
     if firsts:
         out.append(f"{top['doc']} wins with {top['score']:.5f}: first in {', '.join(firsts)} ({where}).")
     else:
-        out.append(f"{top['doc']} wins with {top['score']:.5f} without being first in any list ({where}): "
-                   f"RRF rewards consensus, being near the top of several lists.")
+        out.append(
+            f"{top['doc']} wins with {top['score']:.5f} without being first in any list ({where}): "
+            f"RRF rewards consensus, being near the top of several lists."
+        )
     if len(names) > 1:
         single = [r for r in rows if sum(r["ranks"][n] is not None for n in names) == 1]
         multi = [r for r in rows if sum(r["ranks"][n] is not None for n in names) > 1]
@@ -141,22 +158,30 @@ def lessons(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str
             below = [r for r in single if r["score"] < lowest_multi]
             above = [r for r in single if r["score"] >= lowest_multi]
             if below:
-                out.append(f"{', '.join(r['doc'] for r in below)} appear in one list only and fall below every "
-                           f"document seen by two or more lists: here one term is worth less than any two.")
+                out.append(
+                    f"{', '.join(r['doc'] for r in below)} appear in one list only and fall below every "
+                    f"document seen by two or more lists: here one term is worth less than any two."
+                )
             if above:
                 weakest = min(multi, key=lambda r: (r["score"], r["doc"]))
-                out.append(f"{', '.join(r['doc'] for r in above)}, seen by one list only, still beat "
-                           f"{weakest['doc']} ({weakest['formula']}): with a small k a single top rank can outweigh "
-                           f"consensus.")
+                out.append(
+                    f"{', '.join(r['doc'] for r in above)}, seen by one list only, still beat "
+                    f"{weakest['doc']} ({weakest['formula']}): with a small k a single top rank can outweigh "
+                    f"consensus."
+                )
         for r in rows:
             if any(r["ranks"][n] == 1 for n in names) and r is not top:
                 first_in = [n for n in names if r["ranks"][n] == 1]
-                out.append(f"{r['doc']} is first in {', '.join(first_in)} but ends #{r['rank']}: "
-                           f"{r['formula']} = {r['score']:.5f} < {top['formula']} = {top['score']:.5f}.")
+                out.append(
+                    f"{r['doc']} is first in {', '.join(first_in)} but ends #{r['rank']}: "
+                    f"{r['formula']} = {r['score']:.5f} < {top['formula']} = {top['score']:.5f}."
+                )
     for a, b in zip(rows, rows[1:]):
         if math.isclose(a["score"], b["score"], rel_tol=0, abs_tol=1e-15):
-            out.append(f"{a['doc']} and {b['doc']} tie at {a['score']:.5f}; the tie is broken by id, so the order "
-                       f"is deterministic.")
+            out.append(
+                f"{a['doc']} and {b['doc']} tie at {a['score']:.5f}; the tie is broken by id, so the order "
+                f"is deterministic."
+            )
     return out
 
 
@@ -199,8 +224,15 @@ def score_fusions(scored: Mapping[str, Sequence[tuple[str, float]]], k: int = CL
 
 
 # --------------------------------------------------------------------------------------------------- lab
-def run_lab(seed: int, settings: Settings | None = None, retriever: HybridRetriever | None = None,
-            dataset: Dataset | None = None, *, resamples: int = 10_000, with_timings: bool = False) -> dict[str, Any]:
+def run_lab(
+    seed: int,
+    settings: Settings | None = None,
+    retriever: HybridRetriever | None = None,
+    dataset: Dataset | None = None,
+    *,
+    resamples: int = 10_000,
+    with_timings: bool = False,
+) -> dict[str, Any]:
     """The lab contract as a dict (see the module docstring). Deterministic for a given seed and index."""
     from retrieval.corpus import fingerprint, load_shipped
     from retrieval.evaluation.evaluate import DEFAULT_DEPTH, evaluate
@@ -254,28 +286,35 @@ def run_lab(seed: int, settings: Settings | None = None, retriever: HybridRetrie
             "top_k": settings.top_k,
             "level": "parent (card): each list deduped to its best sub-chunk per card before scoring",
             "significance": f"paired randomization test vs the best single branch, seed {seed}, "
-                            f"{resamples} resamples, Holm-adjusted; bootstrap 95% CI",
+            f"{resamples} resamples, Holm-adjusted; bootstrap 95% CI",
             "classroom_k": CLASS_K,
         },
         "result": {
             "metrics": metrics,
             "ndcg@10_by_category": by_category,
-            "refusal": {k: report["refusal"][k] for k in ("refusal_rate", "false_refusal_rate", "no_match_turns",
-                                                           "answerable_turns")},
+            "refusal": {
+                k: report["refusal"][k]
+                for k in ("refusal_rate", "false_refusal_rate", "no_match_turns", "answerable_turns")
+            },
             "significance": report["significance"],
             "verdict": report["verdict"],
-            "classroom": {"k": CLASS_K, "order": example["order"],
-                          "scores": {r["doc"]: round(r["score"], 6) for r in example["rows"]},
-                          "formulas": {r["doc"]: r["formula"] for r in example["rows"]}},
+            "classroom": {
+                "k": CLASS_K,
+                "order": example["order"],
+                "scores": {r["doc"]: round(r["score"], 6) for r in example["rows"]},
+                "formulas": {r["doc"]: r["formula"] for r in example["rows"]},
+            },
             "raw_score_demo": {name: [d for d, _ in fusions[name]] for name in ("raw_sum", "min_max", "rrf")},
         },
         "evidence": _evidence(report, example, fusions),
         "limitations": limitations(len(dataset.cards), report["answerable_turns"]),
     }
     if with_timings:
-        out["timings"] = {"ms_per_turn": {c: row.get("ms_per_turn") for c, row in report["configs"].items()},
-                          "wall_seconds": round(time.perf_counter() - started, 2),
-                          "note": "not deterministic: left out of the contract unless --with-timings"}
+        out["timings"] = {
+            "ms_per_turn": {c: row.get("ms_per_turn") for c, row in report["configs"].items()},
+            "wall_seconds": round(time.perf_counter() - started, 2),
+            "note": "not deterministic: left out of the contract unless --with-timings",
+        }
     return out
 
 
@@ -298,8 +337,9 @@ def limitations(cards: int, answerable: int) -> list[str]:
     ]
 
 
-def _evidence(report: Mapping[str, Any], example: Mapping[str, Any],
-              fusions: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _evidence(
+    report: Mapping[str, Any], example: Mapping[str, Any], fusions: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     rows = {r["doc"]: r for r in example["rows"]}
     facts: list[dict[str, Any]] = []
 
@@ -308,55 +348,86 @@ def _evidence(report: Mapping[str, Any], example: Mapping[str, Any],
 
     a = rows["A"]
     ranks = ", ".join(f"{n} #{r}" for n, r in a["ranks"].items())
-    add(f"Class example, k={CLASS_K}: RRF(A) = {a['formula']}; the fused order is {''.join(example['order'])}.",
-        a["score"], "1/61 + 1/62 by hand; python -c 'from retrieval.evaluation.lab import *; print(classroom(CLASS_EXAMPLE))'")
+    add(
+        f"Class example, k={CLASS_K}: RRF(A) = {a['formula']}; the fused order is {''.join(example['order'])}.",
+        a["score"],
+        "1/61 + 1/62 by hand; python -c 'from retrieval.evaluation.lab import *; print(classroom(CLASS_EXAMPLE))'",
+    )
     first_in = [n for n, r in a["ranks"].items() if r == 1]
-    add(f"Correction to the class text: it says A wins without being first in any ranking, but in the lists as "
+    add(
+        f"Correction to the class text: it says A wins without being first in any ranking, but in the lists as "
         f"printed A is first in {', '.join(first_in) or 'no list'} ({ranks}). A wins because it is near the top of "
         f"both lists; C, first in Dense but third in BM25, ends second. The value is A's best rank.",
         min(r for r in a["ranks"].values() if r is not None),
-        "BM25 = [A, B, C, D]: A is at position 1; CONSENSUS_EXAMPLE shows a winner that is first nowhere")
+        "BM25 = [A, B, C, D]: A is at position 1; CONSENSUS_EXAMPLE shows a winner that is first nowhere",
+    )
     cons = classroom(CONSENSUS_EXAMPLE, CLASS_K)
     top = cons["rows"][0]
-    add(f"Consensus example {cons['lists']}: {top['doc']} wins with {top['formula']} while first in no list.",
-        top["score"], "2/62 by hand, against 1/61 + 1/64 for the documents that are first somewhere")
+    add(
+        f"Consensus example {cons['lists']}: {top['doc']} wins with {top['formula']} while first in no list.",
+        top["score"],
+        "2/62 by hand, against 1/61 + 1/64 for the documents that are first somewhere",
+    )
     tail = example["order"][-2:]
-    add(f"D and E, each in one list only, are the last two of the fused order ({', '.join(tail)}); "
-        f"RRF(D) = 1/64.", rows["D"]["score"], "1/(60+4); every document in both lists scores above 1/63")
+    add(
+        f"D and E, each in one list only, are the last two of the fused order ({', '.join(tail)}); RRF(D) = 1/64.",
+        rows["D"]["score"],
+        "1/(60+4); every document in both lists scores above 1/63",
+    )
     bm25_scale = fusions["scales"]["BM25"][1]
     dense_scale = fusions["scales"]["Dense"][1]
     raw = [d for d, _ in fusions["raw_sum"]]
     bm25_order = [d for d, _ in RAW_EXAMPLE["BM25"]]
     kept = [d for d in raw if d in bm25_order] == bm25_order
-    add(f"Raw-sum fusion orders {''.join(raw)}; it {'keeps' if kept else 'changes'} the BM25 order "
+    add(
+        f"Raw-sum fusion orders {''.join(raw)}; it {'keeps' if kept else 'changes'} the BM25 order "
         f"{''.join(bm25_order)}: the top BM25 score is this many times the top cosine, so BM25's scale decides.",
-        bm25_scale / dense_scale, "12.4 / 0.82; compare raw_sum, min_max and rrf in result.raw_score_demo")
+        bm25_scale / dense_scale,
+        "12.4 / 0.82; compare raw_sum, min_max and rrf in result.raw_score_demo",
+    )
     cfg = report["configs"]
     for c in ("rrf", "full"):
         if c in cfg:
             for b in ("bm25", "dense"):
-                add(f"{report['dataset'].capitalize()} set: {c} nDCG@10 minus {b} nDCG@10 ({cfg[c]['ndcg@10']:.4f} - {cfg[b]['ndcg@10']:.4f}).",
-                    cfg[c]["ndcg@10"] - cfg[b]["ndcg@10"], "result.metrics; python -m retrieval eval")
+                add(
+                    f"{report['dataset'].capitalize()} set: {c} nDCG@10 minus {b} nDCG@10 ({cfg[c]['ndcg@10']:.4f} - {cfg[b]['ndcg@10']:.4f}).",
+                    cfg[c]["ndcg@10"] - cfg[b]["ndcg@10"],
+                    "result.metrics; python -m retrieval eval",
+                )
     sig = report.get("significance")
     if sig:
         for c, t in sig["tests"].items():
-            add(f"Paired randomization p-value (Holm-adjusted) of {c} vs {sig['baseline']} on nDCG@10, seed "
-                f"{sig['seed']}: {'significant' if t['significant'] else 'not significant'} at 0.05.", t["p_holm"],
-                "result.significance; same seed gives the same p")
+            add(
+                f"Paired randomization p-value (Holm-adjusted) of {c} vs {sig['baseline']} on nDCG@10, seed "
+                f"{sig['seed']}: {'significant' if t['significant'] else 'not significant'} at 0.05.",
+                t["p_holm"],
+                "result.significance; same seed gives the same p",
+            )
     cats = report["categories"]
     for b, other in (("bm25", "dense"), ("dense", "bm25")):
-        losing = [(cat, row[b]["ndcg@10"] - row[other]["ndcg@10"]) for cat, row in cats.items()
-                  if b in row and other in row]
+        losing = [
+            (cat, row[b]["ndcg@10"] - row[other]["ndcg@10"]) for cat, row in cats.items() if b in row and other in row
+        ]
         if losing:
             cat, gap = min(losing, key=lambda x: (x[1], x[0]))
-            add(f"{b} alone, worst category relative to {other}: {cat} (nDCG@10 gap {b} - {other}).", gap,
-                "result.ndcg@10_by_category")
+            add(
+                f"{b} alone, worst category relative to {other}: {cat} (nDCG@10 gap {b} - {other}).",
+                gap,
+                "result.ndcg@10_by_category",
+            )
     ref = report.get("refusal") or {}
     if ref.get("refusal_rate", {}).get("full") is not None:
-        add(f"Refusal rate of the configured pipeline on the {ref['no_match_turns']} no_match turns at "
-            f"MIN_SIMILARITY={ref['min_similarity']:g}.", ref["refusal_rate"]["full"], "result.refusal")
-        add(f"False-refusal rate of the configured pipeline on the {ref['answerable_turns']} answerable turns.",
-            ref["false_refusal_rate"]["full"], "result.refusal")
+        add(
+            f"Refusal rate of the configured pipeline on the {ref['no_match_turns']} no_match turns at "
+            f"MIN_SIMILARITY={ref['min_similarity']:g}.",
+            ref["refusal_rate"]["full"],
+            "result.refusal",
+        )
+        add(
+            f"False-refusal rate of the configured pipeline on the {ref['answerable_turns']} answerable turns.",
+            ref["false_refusal_rate"]["full"],
+            "result.refusal",
+        )
     return facts
 
 
@@ -365,10 +436,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lab", help="the class lab contract: one JSON object (kind, seed, evidence, limitations)")
     p.add_argument("--seed", type=int, default=0, help="seed of the significance test (default 0)")
     p.add_argument("--resamples", type=int, default=10_000, help="randomization / bootstrap resamples")
-    p.add_argument("--with-timings", action="store_true",
-                   help="add a 'timings' key (not reproducible byte for byte)")
-    p.add_argument("--adr-recipe", action="store_true",
-                   help="the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE)")
+    p.add_argument("--with-timings", action="store_true", help="add a 'timings' key (not reproducible byte for byte)")
+    p.add_argument(
+        "--adr-recipe",
+        action="store_true",
+        help="the untuned recipe exactly as ADR-0022 writes it (retrieval.settings.ADR_RECIPE)",
+    )
     p.set_defaults(func=run_lab_command)
 
 

@@ -73,8 +73,9 @@ def describe(entry: CorpusEntry) -> str:
     return "BEIR folder under the data root; its labeled turns are counted when it is loaded"
 
 
-def labeled_dataset(name: str | None, settings: Settings, *, paths: bool = False,
-                    limit: int | None = None) -> tuple[CorpusData | None, Dataset]:
+def labeled_dataset(
+    name: str | None, settings: Settings, *, paths: bool = False, limit: int | None = None
+) -> tuple[CorpusData | None, Dataset]:
     """The corpus called ``name`` (None, "" or "shipped": the cards at CORPUS_PATH) and its labeled turns.
 
     ``paths`` also accepts a file or folder (the CLI only; a name from the page never opens a path). ``limit``
@@ -92,15 +93,19 @@ def labeled_dataset(name: str | None, settings: Settings, *, paths: bool = False
             data = Registry(settings).open(SHIPPED)
             dataset = with_judgments(data.dataset(), SHIPPED, settings)
         if not dataset.queries:
-            raise ValueError(f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
-                             f"{queries.name} beside them or judgments made in the page, or pick a corpus with "
-                             "labeled turns.")
+            raise ValueError(
+                f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
+                f"{queries.name} beside them or judgments made in the page, or pick a corpus with "
+                "labeled turns."
+            )
         return None, limit_turns(dataset, limit)
     data = Registry(settings).open(name, paths=paths)
     dataset = with_judgments(data.dataset(), data.entry.name, settings)
     if not dataset.queries:
-        raise ValueError(f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
-                         "beside the cards, BEIR queries.jsonl + qrels/, or judgments made in the page.")
+        raise ValueError(
+            f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
+            "beside the cards, BEIR queries.jsonl + qrels/, or judgments made in the page."
+        )
     return data, limit_turns(dataset, limit)
 
 

@@ -37,8 +37,9 @@ def _check(ranked: Sequence[str], qrels: Qrels, k: int) -> None:
 def dcg_at_k(ranked: Sequence[str], qrels: Qrels, k: int) -> float:
     """Discounted cumulative gain of the top ``k``: ``sum grade / log2(rank + 1)`` over relevant ids."""
     _check(ranked, qrels, k)
-    return sum(qrels.get(doc, 0) / math.log2(rank + 1)
-               for rank, doc in enumerate(ranked[:k], start=1) if qrels.get(doc, 0) > 0)
+    return sum(
+        qrels.get(doc, 0) / math.log2(rank + 1) for rank, doc in enumerate(ranked[:k], start=1) if qrels.get(doc, 0) > 0
+    )
 
 
 def ndcg_at_k(ranked: Sequence[str], qrels: Qrels, k: int = 10) -> float:

@@ -61,8 +61,9 @@ def _check_resamples(resamples: int) -> None:
         raise ValueError(f"resamples must be an integer >= 100 (e.g. 10000), got {resamples!r}.")
 
 
-def randomization_test(a: Sequence[float], b: Sequence[float], *, seed: int,
-                       resamples: int = DEFAULT_RESAMPLES) -> tuple[float, str]:
+def randomization_test(
+    a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = DEFAULT_RESAMPLES
+) -> tuple[float, str]:
     """Two-sided paired randomization test of ``mean(a) == mean(b)``.
 
     Returns:
@@ -75,7 +76,7 @@ def randomization_test(a: Sequence[float], b: Sequence[float], *, seed: int,
     tol = 1e-12 * max(1.0, observed)  # float noise must not turn a tie into a miss
     if not d.any():
         return 1.0, "exact"
-    if n <= 20 and 2 ** n <= resamples:
+    if n <= 20 and 2**n <= resamples:
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
         means = np.abs(signs @ d) / n
         return float(np.mean(means >= observed - tol)), "exact"
@@ -90,8 +91,9 @@ def randomization_test(a: Sequence[float], b: Sequence[float], *, seed: int,
     return (hits + 1) / (resamples + 1), "monte-carlo"
 
 
-def bootstrap_ci(a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = DEFAULT_RESAMPLES,
-                 confidence: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = DEFAULT_RESAMPLES, confidence: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``mean(a - b)``, resampling turns with replacement."""
     d = _paired(a, b)
     _check_resamples(resamples)
@@ -103,22 +105,31 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float], *, seed: int, resamples
     while done < resamples:
         size = min(1000, resamples - done)
         idx = rng.integers(0, len(d), size=(size, len(d)))
-        means[done:done + size] = d[idx].mean(axis=1)
+        means[done : done + size] = d[idx].mean(axis=1)
         done += size
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
 
 
-def compare(a: Sequence[float], b: Sequence[float], *, seed: int,
-            resamples: int = DEFAULT_RESAMPLES) -> PairedTest:
+def compare(a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = DEFAULT_RESAMPLES) -> PairedTest:
     """Randomization p-value plus a bootstrap 95% interval of the mean difference ``a - b``."""
     p, method = randomization_test(a, b, seed=seed, resamples=resamples)
     low, high = bootstrap_ci(a, b, seed=seed, resamples=resamples)
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
-    return PairedTest(n=len(x), mean_a=float(x.mean()), mean_b=float(y.mean()), diff=float((x - y).mean()),
-                      p_value=float(p), ci_low=low, ci_high=high, method=method, resamples=resamples, seed=seed)
+    return PairedTest(
+        n=len(x),
+        mean_a=float(x.mean()),
+        mean_b=float(y.mean()),
+        diff=float((x - y).mean()),
+        p_value=float(p),
+        ci_low=low,
+        ci_high=high,
+        method=method,
+        resamples=resamples,
+        seed=seed,
+    )
 
 
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:

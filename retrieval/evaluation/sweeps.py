@@ -7,8 +7,17 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrieval.evaluation.evaluate import (CONFIGS, DEFAULT_DEPTH, Progress, _fmt, _table, aggregate, eval_settings,
-                                           parse_set, run_turns)
+from retrieval.evaluation.evaluate import (
+    CONFIGS,
+    DEFAULT_DEPTH,
+    Progress,
+    _fmt,
+    _table,
+    aggregate,
+    eval_settings,
+    parse_set,
+    run_turns,
+)
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:
@@ -22,9 +31,17 @@ DEFAULT_SWEEPS: dict[str, tuple[int, ...]] = {
 }
 
 
-def sweep(dataset: Dataset, retriever: HybridRetriever, settings: Settings, param: str, values: Sequence[Any],
-          configs: Sequence[str] = CONFIGS, *, depth: int = DEFAULT_DEPTH,
-          progress: Progress | None = None) -> dict[str, Any]:
+def sweep(
+    dataset: Dataset,
+    retriever: HybridRetriever,
+    settings: Settings,
+    param: str,
+    values: Sequence[Any],
+    configs: Sequence[str] = CONFIGS,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Metrics per configuration for each value of one parameter: ``depth`` (sub-chunks per branch) or any
     Settings field (``rrf_k``, ``reranker_max_input``, ``bm25_weight``, ...). Lists only; no latency."""
     names = {f.name for f in dataclasses.fields(Settings)}
@@ -38,12 +55,25 @@ def sweep(dataset: Dataset, retriever: HybridRetriever, settings: Settings, para
             run_depth, s = int(value), settings
         else:
             run_depth, s = depth, settings.replace(**{param: value})
-        runs = run_turns(dataset, retriever, s, configs=configs, depth=run_depth, refusals=False,
-                         progress=progress, label=f"sweep {param}={value}")
+        runs = run_turns(
+            dataset,
+            retriever,
+            s,
+            configs=configs,
+            depth=run_depth,
+            refusals=False,
+            progress=progress,
+            label=f"sweep {param}={value}",
+        )
         deep = eval_settings(s, run_depth)
         metrics = aggregate(runs, configs, deep_enough=deep.top_k >= 100 and deep.candidate_depth >= 100)
-        rows.append({"value": value, **metrics,
-                     "reranker_missing_turns": sum(not r.reranked for r in runs) if "full" in configs else 0})
+        rows.append(
+            {
+                "value": value,
+                **metrics,
+                "reranker_missing_turns": sum(not r.reranked for r in runs) if "full" in configs else 0,
+            }
+        )
     return {"param": param, "values": list(values), "rows": rows}
 
 
@@ -56,8 +86,14 @@ def sweep_figure(result: Mapping[str, Any], metric: str = "ndcg@10"):
     x = [str(v) for v in result["values"]]
     for c in configs:
         fig.add_trace(go.Scatter(x=x, y=[row[c][metric] for row in result["rows"]], mode="lines+markers", name=c))
-    fig.update_layout(title=f"{metric} vs {result['param']}", xaxis_title=result["param"], yaxis_title=metric,
-                      xaxis_type="category", template="plotly_white", height=380)
+    fig.update_layout(
+        title=f"{metric} vs {result['param']}",
+        xaxis_title=result["param"],
+        yaxis_title=metric,
+        xaxis_type="category",
+        template="plotly_white",
+        height=380,
+    )
     return fig
 
 
@@ -65,9 +101,13 @@ def format_sweep(result: Mapping[str, Any], metric: str = "ndcg@10", width: int 
     """A table plus an ASCII bar chart of ``metric`` per configuration over the swept values."""
     configs = [c for c in CONFIGS if c in result["rows"][0]]
     lines = [f"sweep {result['param']}: {metric} (recall@100 in brackets)"]
-    lines += _table([result["param"], *configs],
-                    [[row["value"], *(f"{_fmt(row[c][metric])} [{_fmt(row[c]['recall@100'])}]" for c in configs)]
-                     for row in result["rows"]])
+    lines += _table(
+        [result["param"], *configs],
+        [
+            [row["value"], *(f"{_fmt(row[c][metric])} [{_fmt(row[c]['recall@100'])}]" for c in configs)]
+            for row in result["rows"]
+        ],
+    )
     shown = [c for c in ("rrf", "full") if c in configs] or configs[:1]
     values = [row[c][metric] for row in result["rows"] for c in shown if row[c][metric] is not None]
     if values:
@@ -89,8 +129,10 @@ def parse_sweep(spec: str) -> tuple[str, list[Any]]:
     name = name.strip()
     if not sep:
         if name not in DEFAULT_SWEEPS:
-            raise ValueError(f"--sweep {name}: give values, e.g. --sweep {name}=0.5,1,2 "
-                             f"(defaults exist for {', '.join(DEFAULT_SWEEPS)}).")
+            raise ValueError(
+                f"--sweep {name}: give values, e.g. --sweep {name}=0.5,1,2 "
+                f"(defaults exist for {', '.join(DEFAULT_SWEEPS)})."
+            )
         return name, list(DEFAULT_SWEEPS[name])
     values = []
     for item in raw.split(","):

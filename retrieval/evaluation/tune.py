@@ -88,19 +88,25 @@ def rerank_points(base: Settings) -> list[dict[str, Any]]:
     out = []
     for n, mode, weight in itertools.product(*grid.values()):
         off = n == 0
-        if (off and (mode != base.rerank_mode or weight != base.rerank_weight)) or \
-                (mode == "replace" and weight != base.rerank_weight):
+        if (off and (mode != base.rerank_mode or weight != base.rerank_weight)) or (
+            mode == "replace" and weight != base.rerank_weight
+        ):
             continue
         out.append({"reranker_max_input": n, "rerank_mode": mode, "rerank_weight": weight})
     return out
 
 
-def gather(dataset: Dataset, retriever: HybridRetriever, base: Settings,
-           progress=None) -> list[TurnLists]:
+def gather(dataset: Dataset, retriever: HybridRetriever, base: Settings, progress=None) -> list[TurnLists]:
     """Each answerable turn's branch lists, as deep as the deepest grid point, per tokenizer."""
     depth_mult = max(_values(FUSION_GRID, base)["candidate_multiplier"])
-    deep = base.replace(candidate_multiplier=depth_mult, reranker_max_input=0, min_similarity=-1.0,
-                        refusal_rule="cosine", bm25_timeout_ms=600_000, dense_timeout_ms=600_000)
+    deep = base.replace(
+        candidate_multiplier=depth_mult,
+        reranker_max_input=0,
+        min_similarity=-1.0,
+        refusal_rule="cosine",
+        bm25_timeout_ms=600_000,
+        dense_timeout_ms=600_000,
+    )
     out = []
     turns = [q for q in dataset.queries if any(g > 0 for g in q.relevant.values())]
     for i, q in enumerate(turns, start=1):
@@ -131,7 +137,7 @@ def _ranked(fused: Sequence, s: Settings, logits: dict[str, float]) -> list[str]
 
     head = list(fused[: s.reranker_max_input])
     ranked = order_head(head, [logits[h.chunk_id] for h in head], s) if head else []
-    return [h.parent_id for h in best_per_parent([*ranked, *fused[len(ranked):]])]
+    return [h.parent_id for h in best_per_parent([*ranked, *fused[len(ranked) :]])]
 
 
 def _logits(turn: TurnLists, chunk_ids: set[str], retriever: HybridRetriever, s: Settings) -> dict[str, float]:
@@ -145,8 +151,13 @@ def _logits(turn: TurnLists, chunk_ids: set[str], retriever: HybridRetriever, s:
     return {c: float(v) for c, v in zip(ids, scores)}
 
 
-def score_grid(turns: Sequence[TurnLists], points: Sequence[dict[str, Any]], base: Settings,
-               retriever: HybridRetriever, progress=None) -> list[list[float]]:
+def score_grid(
+    turns: Sequence[TurnLists],
+    points: Sequence[dict[str, Any]],
+    base: Settings,
+    retriever: HybridRetriever,
+    progress=None,
+) -> list[list[float]]:
     """nDCG@10 of every grid point (``points``: full settings overrides) on every turn: [point][turn]."""
     table = [[0.0] * len(turns) for _ in points]
     by_fusion: dict[tuple, list[int]] = {}
@@ -189,21 +200,38 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def cannot_tell(answerable: int) -> str:
-    return (f"cannot tell: {answerable} labeled turn{'s' if answerable != 1 else ''} with a relevant card; tuning "
-            f"needs at least {MIN_TURNS} (6 to tune on, 6 held out): with n held-out turns the paired randomization "
-            "test's smallest two-sided p-value is 2/2^n, below 0.05 only from n = 6. Nothing is suggested; label or "
-            "judge more turns.")
+    return (
+        f"cannot tell: {answerable} labeled turn{'s' if answerable != 1 else ''} with a relevant card; tuning "
+        f"needs at least {MIN_TURNS} (6 to tune on, 6 held out): with n held-out turns the paired randomization "
+        "test's smallest two-sided p-value is 2/2^n, below 0.05 only from n = 6. Nothing is suggested; label or "
+        "judge more turns."
+    )
 
 
-def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: int = 0,
-         resamples: int = DEFAULT_RESAMPLES, progress=None, fusion_only: bool = False) -> dict[str, Any]:
+def tune(
+    dataset: Dataset,
+    retriever: HybridRetriever,
+    base: Settings,
+    *,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    progress=None,
+    fusion_only: bool = False,
+) -> dict[str, Any]:
     """The held-out comparison and the suggestion (or None) for ``dataset`` on ``retriever`` (see the module).
     ``fusion_only`` keeps today's rerank settings and grids fusion alone (a large set: fewer pairs to score)."""
     started = time.perf_counter()
     answerable = sum(any(g > 0 for g in q.relevant.values()) for q in dataset.queries)
-    report: dict[str, Any] = {"dataset": dataset.name, "turns": len(dataset.queries), "answerable_turns": answerable,
-                              "metric": METRIC, "seed": seed, "minimum_turns": MIN_TURNS, "suggestion": None,
-                              "defaults": {k: getattr(base, k) for k in TUNED}}
+    report: dict[str, Any] = {
+        "dataset": dataset.name,
+        "turns": len(dataset.queries),
+        "answerable_turns": answerable,
+        "metric": METRIC,
+        "seed": seed,
+        "minimum_turns": MIN_TURNS,
+        "suggestion": None,
+        "defaults": {k: getattr(base, k) for k in TUNED},
+    }
     if answerable < MIN_TURNS:
         report.update(verdict=cannot_tell(answerable), held_out=None, wall_seconds=0.0)
         return report
@@ -215,8 +243,7 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
     means = [sum(row) / len(row) for row in table]
     defaults = {k: getattr(base, k) for k in TUNED}
     # Best mean on the tuning half; a tie goes to the point nearest today's settings (fewest changed values).
-    best = max(range(len(points)), key=lambda p: (round(means[p], 9),
-                                                  -sum(points[p][k] != defaults[k] for k in TUNED)))
+    best = max(range(len(points)), key=lambda p: (round(means[p], 9), -sum(points[p][k] != defaults[k] for k in TUNED)))
     chosen = points[best]
     held_scores = {
         "suggested": score_grid(held, [chosen], base, retriever)[0],
@@ -224,8 +251,10 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
         "bm25": _branch_alone(held, base, "bm25"),
         "dense": _branch_alone(held, base, "dense"),
     }
-    tests = {name: compare(held_scores["suggested"], held_scores[name], seed=seed, resamples=resamples).to_dict()
-             for name in ("defaults", "bm25", "dense")}
+    tests = {
+        name: compare(held_scores["suggested"], held_scores[name], seed=seed, resamples=resamples).to_dict()
+        for name in ("defaults", "bm25", "dense")
+    }
     means_held = {k: _mean(v) for k, v in held_scores.items()}
     changed = {k: v for k, v in chosen.items() if v != defaults[k]}
     beats = {name: means_held["suggested"] > means_held[name] for name in ("defaults", "bm25", "dense")}
@@ -233,17 +262,33 @@ def tune(dataset: Dataset, retriever: HybridRetriever, base: Settings, *, seed: 
         report["suggestion"] = {"settings": changed, "env": {env_name(k): v for k, v in changed.items()}}
     verdict = _verdict(changed, beats, means_held, tests["defaults"]["p_value"])
     report.update(
-        split={"tune": len(tune_set), "held_out": len(held), "tune_ids": [t.query.id for t in tune_set],
-               "held_out_ids": [t.query.id for t in held]},
-        grid={"points": len(points), "fusion_only": fusion_only,
-              "fusion": {k: list(v) for k, v in _values(FUSION_GRID, base).items()},
-              "rerank": {k: list(v) for k, v in _values(RERANK_GRID, base).items()}},
-        best_on_tune={"settings": chosen, METRIC: round(means[best], 6),
-                      "defaults_" + METRIC: round(means[points.index(defaults)] if defaults in points else 0.0, 6)},
-        held_out={"means": means_held, "tests": {k: {x: (round(v, 6) if isinstance(v, float) else v)
-                                                     for x, v in t.items()} for k, t in tests.items()},
-                  "beats": beats},
-        verdict=verdict, wall_seconds=round(time.perf_counter() - started, 1))
+        split={
+            "tune": len(tune_set),
+            "held_out": len(held),
+            "tune_ids": [t.query.id for t in tune_set],
+            "held_out_ids": [t.query.id for t in held],
+        },
+        grid={
+            "points": len(points),
+            "fusion_only": fusion_only,
+            "fusion": {k: list(v) for k, v in _values(FUSION_GRID, base).items()},
+            "rerank": {k: list(v) for k, v in _values(RERANK_GRID, base).items()},
+        },
+        best_on_tune={
+            "settings": chosen,
+            METRIC: round(means[best], 6),
+            "defaults_" + METRIC: round(means[points.index(defaults)] if defaults in points else 0.0, 6),
+        },
+        held_out={
+            "means": means_held,
+            "tests": {
+                k: {x: (round(v, 6) if isinstance(v, float) else v) for x, v in t.items()} for k, t in tests.items()
+            },
+            "beats": beats,
+        },
+        verdict=verdict,
+        wall_seconds=round(time.perf_counter() - started, 1),
+    )
     return report
 
 
@@ -254,24 +299,32 @@ def _verdict(changed: dict[str, Any], beats: dict[str, bool], means: dict[str, f
         return "today's settings are the best grid point on the tuning turns: nothing to suggest."
     if all(beats.values()):
         caveat = "" if p < 0.05 else ": not significant at 0.05, more turns could tell"
-        return (f"suggest {point}: held-out {METRIC} {means['suggested']:.4f} vs {means['defaults']:.4f} with today's "
-                f"settings (p = {p:.3g}{caveat}), and above BM25 alone ({means['bm25']:.4f}) and dense alone "
-                f"({means['dense']:.4f}).")
+        return (
+            f"suggest {point}: held-out {METRIC} {means['suggested']:.4f} vs {means['defaults']:.4f} with today's "
+            f"settings (p = {p:.3g}{caveat}), and above BM25 alone ({means['bm25']:.4f}) and dense alone "
+            f"({means['dense']:.4f})."
+        )
     lost = ", ".join("today's settings" if n == "defaults" else f"{n} alone" for n, ok in beats.items() if not ok)
     others = ", ".join(f"{n} {means[n]:.4f}" for n in ("defaults", "bm25", "dense"))
-    return (f"nothing suggested: the best grid point on the tuning turns ({point}) does not beat {lost} on the "
-            f"held-out turns ({METRIC} {means['suggested']:.4f} vs {others}).")
+    return (
+        f"nothing suggested: the best grid point on the tuning turns ({point}) does not beat {lost} on the "
+        f"held-out turns ({METRIC} {means['suggested']:.4f} vs {others})."
+    )
 
 
 def format_tune(report: dict[str, Any]) -> str:
-    lines = [f"dataset: {report['dataset']}  turns: {report['turns']} ({report['answerable_turns']} with a relevant "
-             f"card)  seed: {report['seed']}"]
+    lines = [
+        f"dataset: {report['dataset']}  turns: {report['turns']} ({report['answerable_turns']} with a relevant "
+        f"card)  seed: {report['seed']}"
+    ]
     if report.get("held_out"):
         sp, ho = report["split"], report["held_out"]
-        lines += [f"split: {sp['tune']} turns to tune on, {sp['held_out']} held out; grid: {report['grid']['points']} "
-                  "points", "best on the tuning turns: " + ", ".join(
-                      f"{k}={v}" for k, v in report["best_on_tune"]["settings"].items()),
-                  "", f"held-out {report['metric']}:"]
+        lines += [
+            f"split: {sp['tune']} turns to tune on, {sp['held_out']} held out; grid: {report['grid']['points']} points",
+            "best on the tuning turns: " + ", ".join(f"{k}={v}" for k, v in report["best_on_tune"]["settings"].items()),
+            "",
+            f"held-out {report['metric']}:",
+        ]
         for name, value in ho["means"].items():
             t = ho["tests"].get(name)
             vs = f"   suggested - {name}: {t['diff']:+.4f}, p = {t['p_value']:.3g}" if t else ""
@@ -281,11 +334,14 @@ def format_tune(report: dict[str, Any]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tune", help="search the fusion and rerank settings for a corpus; report on held-out turns",
-                       description="A seeded split of the labeled turns; a grid over fusion and rerank settings "
-                                   "from each turn's cached branch lists and pair scores; the best on one half "
-                                   "against today's settings and each branch alone on the other half "
-                                   "(retrieval/evaluation/tune.py).")
+    p = sub.add_parser(
+        "tune",
+        help="search the fusion and rerank settings for a corpus; report on held-out turns",
+        description="A seeded split of the labeled turns; a grid over fusion and rerank settings "
+        "from each turn's cached branch lists and pair scores; the best on one half "
+        "against today's settings and each branch alone on the other half "
+        "(retrieval/evaluation/tune.py).",
+    )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--corpus", metavar="NAME", help="a corpus with labeled turns or judgments (default shipped)")
     source.add_argument("--beir", metavar="PATH", help="a BEIR-layout folder")
@@ -310,8 +366,15 @@ def run(args: argparse.Namespace) -> int:
         report = tune(dataset, None, settings, seed=args.seed)  # type: ignore[arg-type]
     else:
         retriever, settings = build_retriever(dataset, settings, args.beir, stderr_progress)
-        report = tune(dataset, retriever, settings, seed=args.seed, resamples=args.resamples, progress=_progress,
-                      fusion_only=args.fusion_only)
+        report = tune(
+            dataset,
+            retriever,
+            settings,
+            seed=args.seed,
+            resamples=args.resamples,
+            progress=_progress,
+            fusion_only=args.fusion_only,
+        )
     print(json.dumps(report, ensure_ascii=False) if args.json else format_tune(report))
     return 0
 
