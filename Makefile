@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ORT_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast bench check-network clean
+.PHONY: run test test-fast lint bench check-network clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ TEST_WORKERS ?= 2
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 tests
+
+# The house's habits (configured in pyproject.toml): ruff's lint rules and formatting over the whole tree, mypy on the
+# code (every definition typed in retrieval/, the core; bodies checked in inspector/ and app.py). .ci/run runs this first.
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy retrieval inspector app.py
 
 # Markers set in tests/conftest.py: `browser` (a real Chromium against a launched app), `load` (20 concurrent sessions).
 test-fast: $(VENV)/.dev
