@@ -6,6 +6,7 @@
   default, the page control it drives, its description from the class docstring), the upload limits of
   ``retrieval.formats.Limits``, and every other environment variable the code reads.
 - ``cli.md``: every subcommand and flag of ``python -m retrieval``, walked from the argparse parser objects.
+- ``modules.md``: every module of the app with the first sentence of its docstring.
 - ``api.md``: the ``run_turn`` API of the running app, the turn export's JSON and the OpenTelemetry span's
   attributes, read from the source (``inspector/handlers.py``, ``retrieval/types.py``, ``retrieval/pipeline.py``).
 
@@ -505,8 +506,45 @@ def _span_section() -> list[str]:
     return out + [""]
 
 
+# ---------------------------------------------------------------------------------------------------- modules
+MODULE_GROUPS = (
+    ("app.py", "The entry point"),
+    ("inspector", "The page (Gradio): no retrieval logic"),
+    ("retrieval", "The core: knows nothing of Gradio; `import retrieval` stays light"),
+    ("retrieval/evaluation", "The measuring tools: they import the core, it never imports them"),
+)
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    match = re.match(r"^(.+?[.!?])(?=\s+[A-Z`(]|$)", paragraph)
+    return match.group(1) if match else paragraph
+
+
+def modules_page() -> str:
+    out = [
+        HEADER + "# Modules",
+        "",
+        (
+            "Every module of the app, with the first sentence of its docstring: a module that does not say what it does "
+            "in one sentence is a module to split or to document. How they fit together: [Architecture](../architecture.md)."
+        ),
+        "",
+    ]
+    for where, title in MODULE_GROUPS:
+        path = ROOT / where
+        files = [path] if path.is_file() else sorted(path.glob("*.py"))
+        out += [f"## {title}", "", "| module | what it does |", "|---|---|"]
+        for file in files:
+            doc = ast.get_docstring(parse(file)) or ""
+            out.append(f"| `{file.relative_to(ROOT)}` | {rst(first_sentence(doc))} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
 # ---------------------------------------------------------------------------------------------------- main
-PAGES = {"settings.md": settings_page, "cli.md": cli_page, "api.md": api_page}
+PAGES = {"settings.md": settings_page, "cli.md": cli_page, "api.md": api_page, "modules.md": modules_page}
 
 
 def write(out_dir: Path) -> list[Path]:

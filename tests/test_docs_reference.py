@@ -29,7 +29,7 @@ def gen():
     return _load("gen_reference")
 
 
-@pytest.mark.parametrize("page", ["settings.md", "cli.md", "api.md"])
+@pytest.mark.parametrize("page", ["settings.md", "cli.md", "api.md", "modules.md"])
 def test_reference_page_is_what_the_code_generates(gen, tmp_path, page):
     gen.write(tmp_path)
     fresh = (tmp_path / page).read_text(encoding="utf-8")
