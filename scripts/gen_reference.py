@@ -187,10 +187,9 @@ def fields_table(path: Path, name: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------------- settings
 def settings_page() -> str:
     from retrieval import settings as settings_module
-    from retrieval.settings import CONTROLS, DEFAULT_MIN_SIMILARITY, Settings
+    from retrieval.settings import Settings
 
-    docs = google_attributes(Settings.__doc__ or "")
-    thresholds = google_attributes(_refusal_thresholds_doc())
+    rows = [_setting(name, knob) for name, knob in Settings.knobs().items()]
     out = [
         HEADER + "# Settings",
         "",
@@ -202,25 +201,45 @@ def settings_page() -> str:
             "setting by its field (`rrf_k`) or its variable (`RRF_K`)."
         ),
         "",
-        "| variable | field | type | allowed | default | page control | what it does |",
-        "|---|---|---|---|---|---|---|",
+        "| variable | default | allowed |",
+        "|---|---|---|",
     ]
-    for name, knob in Settings.knobs().items():
-        text = docs.get(name, "")
-        if not text or "RefusalThresholds" in text:
-            text = _threshold_doc(name, thresholds) or text or knob.label
-        text = re.sub(r"^`*[A-Z][A-Z0-9_]+`*(?:\s*/\s*`*[A-Z][A-Z0-9_]+`*)*\s*[,;:]\s*", "", rst(text))
-        default = Settings.__dataclass_fields__[name].default
-        if name == "min_similarity":
-            per_model = ", ".join(f"{m} {v}" for m, v in DEFAULT_MIN_SIMILARITY.items())
-            text += f" Per model: {per_model}."
-        control = f"{knob.label} (#{CONTROLS.index(name) + 1})" if name in CONTROLS else (knob.label or "")
-        out.append(
-            f"| `{knob.env}` | `{name}` | {knob.kind} | {_allowed(knob)} | {shown_default(default)} | "
-            f"{rst(control)} | {text} |"
-        )
-    out += ["", *_adr_recipe(settings_module), *_limits(), *_other_env()]
+    out += [f"| [`{r['env']}`](#{r['env'].lower()}) | {r['default']} | {r['allowed']} |" for r in rows]
+    out += ["", "## Every setting", ""]
+    for r in rows:
+        out += [f"### `{r['env']}` {{#{r['env'].lower()}}}", "", r["text"], ""]
+        out += [f"- field `{r['name']}`, {r['kind']}, {r['allowed']}; default {r['default']}"]
+        if r["control"]:
+            out += [f"- on the page: {r['control']}"]
+        out.append("")
+    out += [*_adr_recipe(settings_module), *_limits(), *_other_env()]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _setting(name: str, knob: Any) -> dict[str, str]:
+    """One setting's facts for the page: its description comes from Settings' docstring (or the refusal
+    thresholds' for the fields that point there), else the page control's label."""
+    from retrieval.settings import CONTROLS, DEFAULT_MIN_SIMILARITY, Settings
+
+    docs = google_attributes(Settings.__doc__ or "")
+    text = docs.get(name, "")
+    if not text or "RefusalThresholds" in text:
+        text = _threshold_doc(name, google_attributes(_refusal_thresholds_doc())) or text or knob.label
+    text = re.sub(r"^`*[A-Z][A-Z0-9_]+`*(?:\s*/\s*`*[A-Z][A-Z0-9_]+`*)*\s*[,;:]\s*", "", rst(text))
+    text = text[:1].upper() + text[1:] if text else "(not described in `Settings`' docstring)"
+    if name == "min_similarity":
+        text += " Per model: " + ", ".join(f"{m} {v}" for m, v in DEFAULT_MIN_SIMILARITY.items()) + "."
+    control = f'the control "{rst(knob.label)}" ({CONTROLS.index(name) + 1} of `CONTROLS`)' if name in CONTROLS else ""
+    default = shown_default(Settings.__dataclass_fields__[name].default)
+    return {
+        "env": knob.env,
+        "name": name,
+        "kind": knob.kind,
+        "allowed": _allowed(knob),
+        "default": default,
+        "text": text,
+        "control": control,
+    }
 
 
 def _refusal_thresholds_doc() -> str:
