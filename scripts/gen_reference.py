@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
+import os
 import re
 import sys
 import tokenize
@@ -350,6 +351,7 @@ def subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Arg
 
 
 def cli_page() -> str:
+    os.environ["COLUMNS"] = "10000"  # argparse wraps usage lines at the terminal's width: one line, everywhere
     parser = cli_parser()
     commands = subcommands(parser)
     out = [
