@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ORT_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast bench check-network clean docs docs-serve reference
+.PHONY: run test test-fast bench check-network clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,8 @@ clean:
 
 # The documentation site (mkdocs.yml, docs/): built offline with --strict (a broken link or a page missing from the
 # navigation fails) into site/ (git-ignored); `make docs-serve` previews it on http://127.0.0.1:8001.
+.PHONY: docs docs-serve reference
+
 $(VENV)/.docs: $(VENV)/.runtime requirements-docs.txt
 	$(PY) -m pip install --quiet -r requirements-docs.txt
 	touch $@
