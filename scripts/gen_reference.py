@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import os
 import re
@@ -150,6 +151,7 @@ def source_comments(path: Path) -> dict[int, str]:
     return out
 
 
+@functools.cache
 def parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
@@ -159,6 +161,19 @@ def find(tree: ast.AST, kind: type, name: str) -> Any:
         if isinstance(node, kind) and getattr(node, "name", None) == name:
             return node
     raise LookupError(f"{name} not found: update scripts/gen_reference.py to where it lives now.")
+
+
+def where(name: str, package: str) -> Path:
+    """The module of ``package`` (a folder under the project) that defines ``name`` at its top level: found by
+    reading the source, so a definition that moves to another module (a big module split) is still found."""
+    for path in sorted((ROOT / package).rglob("*.py")):
+        if any(isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name for n in parse(path).body):
+            return path
+    raise LookupError(f"{name} is defined nowhere in {package}/: update scripts/gen_reference.py.")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
 def class_fields(path: Path, name: str) -> tuple[str, list[tuple[str, str, str]]]:
@@ -244,7 +259,9 @@ def _setting(name: str, knob: Any) -> dict[str, str]:
 
 
 def _refusal_thresholds_doc() -> str:
-    return ast.get_docstring(find(parse(ROOT / "retrieval" / "refusal.py"), ast.ClassDef, "RefusalThresholds")) or ""
+    return (
+        ast.get_docstring(find(parse(where("RefusalThresholds", "retrieval")), ast.ClassDef, "RefusalThresholds")) or ""
+    )
 
 
 def _threshold_doc(name: str, thresholds: dict[str, str]) -> str:
@@ -283,8 +300,7 @@ def _adr_recipe(settings_module: Any) -> list[str]:
 def _limits() -> list[str]:
     from retrieval.formats import Limits
 
-    path = ROOT / "retrieval" / "formats.py"
-    _, fields = class_fields(path, "Limits")
+    _, fields = class_fields(where("Limits", "retrieval"), "Limits")
     out = [
         "## Upload limits",
         "",
@@ -421,13 +437,13 @@ def api_page() -> str:
 def _run_turn_section() -> list[str]:
     from retrieval.settings import CONTROLS, Settings
 
-    handlers = ROOT / "inspector" / "handlers.py"
+    handlers = where("run_turn", "inspector")
     func = find(parse(handlers), ast.FunctionDef, "run_turn")
     knobs = Settings.knobs()
     out = [
         "## `run_turn`",
         "",
-        "The running app (`make run`) serves one API endpoint, `/run_turn` (`inspector/handlers.py`): "
+        f"The running app (`make run`) serves one API endpoint, `/run_turn` (`{rel(handlers)}`): "
         + rst(ast.get_docstring(func) or ""),
         "",
         "```python",
@@ -449,7 +465,7 @@ def _run_turn_section() -> list[str]:
     out.append(
         f"| {len(CONTROLS) + 2} | `corpus` | | text | a corpus name the Data tab lists (None: the shipped cards) |"
     )
-    summary, fields = class_fields(handlers, "TurnView")
+    summary, fields = class_fields(where("TurnView", "inspector"), "TurnView")
     out += ["", f"It returns the `TurnView` ({rst(summary)}), in this order:", ""]
     out += ["| # | output | type |", "|---:|---|---|"]
     out += [f"| {i} | `{f}` | {cell(t)} |" for i, (f, t, _) in enumerate(fields, start=1)]
@@ -457,13 +473,13 @@ def _run_turn_section() -> list[str]:
 
 
 def _export_section() -> list[str]:
-    handlers = ROOT / "inspector" / "handlers.py"
+    handlers = where("turn_record", "inspector")
     func = find(parse(handlers), ast.FunctionDef, "turn_record")
     record = next(n.value for n in ast.walk(func) if isinstance(n, ast.Return))
     out = [
         "## The turn export (JSON)",
         "",
-        "The page's *Export* writes one file per turn (`turn_record` in `inspector/handlers.py`): "
+        f"The page's *Export* writes one file per turn (`turn_record` in `{rel(handlers)}`): "
         + rst(ast.get_docstring(func) or ""),
         "",
         "| key | value (source) |",
@@ -474,17 +490,16 @@ def _export_section() -> list[str]:
             name = ast.literal_eval(key) if key is not None else "**"
             out.append(f"| `{name}` | {cell(ast.unparse(value))} |")
     out += ["", "`settings` holds every field of [Settings](settings.md). `result` is `RetrievalResult.to_dict()`:", ""]
-    types_py = ROOT / "retrieval" / "types.py"
-    out += fields_table(types_py, "RetrievalResult")
-    out += ["In `result`, " + _to_dict_overrides(types_py), ""]
+    out += fields_table(where("RetrievalResult", "retrieval"), "RetrievalResult")
+    out += ["In `result`, " + _to_dict_overrides(where("RetrievalResult", "retrieval")), ""]
     for name in ("Hit", "FusedHit", "RerankedHit", "FinalHit"):
-        out += fields_table(types_py, name)
+        out += fields_table(where(name, "retrieval"), name)
     out += ["`refusal` (null under `REFUSAL_RULE=cosine`):", ""]
     for name in ("RefusalDecision", "RefusalTest"):
-        out += fields_table(ROOT / "retrieval" / "refusal.py", name)
+        out += fields_table(where(name, "retrieval"), name)
     out += ["`context` is `Context.to_dict()`:", ""]
     for name in ("Context", "ContextCard", "DroppedCard"):
-        out += fields_table(ROOT / "retrieval" / "context.py", name)
+        out += fields_table(where(name, "retrieval"), name)
     return out
 
 
@@ -501,17 +516,20 @@ def _to_dict_overrides(path: Path) -> str:
 
 
 def _span_section() -> list[str]:
-    tree = parse(ROOT / "retrieval" / "pipeline.py")
-    spans = [
-        ast.literal_eval(n.args[0])
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "start_as_current_span" and n.args
-    ]
-    record = find(tree, ast.FunctionDef, "_record")
+    module = where("_record", "retrieval")
+    record = find(parse(module), ast.FunctionDef, "_record")
+    spans = sorted(
+        {
+            ast.literal_eval(n.args[0])
+            for path in sorted((ROOT / "retrieval").rglob("*.py"))
+            for n in ast.walk(parse(path))
+            if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "start_as_current_span" and n.args
+        }
+    )
     out = [
         "## OpenTelemetry span",
         "",
-        f"Each turn runs in the span {', '.join(f'`{s}`' for s in spans)} (`retrieval/pipeline.py`); "
+        f"Each turn runs in the span {', '.join(f'`{s}`' for s in spans)} (`{rel(module)}`); "
         + rst(ast.get_docstring(record) or ""),
         (
             "A request never fails because a model or a branch failed: the level says what ran "
