@@ -53,3 +53,23 @@ bench: $(VENV)/.runtime
 
 clean:
 	rm -rf $(VENV) .chroma .pytest_cache
+
+# The documentation site (mkdocs.yml, docs/): built offline with --strict (a broken link or a page missing from the
+# navigation fails) into site/ (git-ignored); `make docs-serve` previews it on http://127.0.0.1:8001.
+.PHONY: docs docs-serve reference
+
+$(VENV)/.docs: $(VENV)/.runtime requirements-docs.txt
+	$(PY) -m pip install --quiet -r requirements-docs.txt
+	touch $@
+
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+	$(PY) scripts/check_docs_offline.py site
+
+docs-serve: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict --dev-addr 127.0.0.1:8001
+
+# docs/reference/*.md from the code (Settings, the CLI's parsers, run_turn, the export, the span): re-run after
+# changing any of them; tests/test_docs_reference.py fails while the committed pages differ.
+reference: $(VENV)/.runtime
+	$(PY) scripts/gen_reference.py
