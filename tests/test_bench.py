@@ -12,15 +12,10 @@ import numpy as np
 import pytest
 
 from retrieval.corpus import load_cards, split_cards
-from retrieval.evaluation.bench import (
-    STAGES,
-    ReplicaEmbedder,
-    format_table,
-    parse_scale,
-    percentile,
-    replicate_chunks,
-    settle,
-)
+from retrieval.evaluation.bench import format_table, parse_scale
+from retrieval.evaluation.machine import percentile
+from retrieval.evaluation.replicas import ReplicaEmbedder, replicate_chunks
+from retrieval.evaluation.turn_timing import STAGES, settle
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT
 

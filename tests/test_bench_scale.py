@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.evaluation.bench import disk_usage_mb, format_scale_table, peak_rss_mb, reset_peak_rss
+from retrieval.evaluation.bench import format_scale_table
+from retrieval.evaluation.machine import disk_usage_mb, peak_rss_mb, reset_peak_rss
 
 
 def test_disk_usage_counts_allocated_bytes_of_every_file(tmp_path):

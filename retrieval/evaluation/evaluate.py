@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
