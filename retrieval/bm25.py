@@ -57,7 +57,9 @@ class _SnowballIds(dict):
         return tid
 
 
-def _postings(chunks: Sequence[Chunk], tokenizer: str):
+def _postings(
+    chunks: Sequence[Chunk], tokenizer: str
+) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``analyze`` of every chunk as term ids, counted: the vocabulary (in first-appearance order), the chunk
     lengths, and one (chunk, term, tf) triple per distinct term of a chunk, sorted by chunk then term.
 
@@ -132,6 +134,57 @@ def _columns_of(
     return indptr, doc[order].astype(np.int32, copy=False), data[order]
 
 
+def _idf(term: np.ndarray, n_docs: int, n_terms: int) -> tuple[np.ndarray, float]:
+    """rank_bm25's ``_calc_idf``, term by term in its order, with ``math.log`` as it does: each term's idf (a
+    negative one replaced by epsilon times the mean idf) and that epsilon."""
+    df = np.bincount(term, minlength=n_terms)
+    idf_list = [math.log(n_docs - n + 0.5) - math.log(n + 0.5) for n in df.tolist()]
+    idf_sum = 0.0
+    for value in idf_list:
+        idf_sum += value
+    eps = EPSILON * (idf_sum / n_terms)
+    idf = np.array(idf_list, dtype=np.float64)
+    idf[idf < 0] = eps
+    return idf, eps
+
+
+def _weights(
+    tf: np.ndarray, doc: np.ndarray, term: np.ndarray, idf: np.ndarray, doc_len: np.ndarray, avgdl: float
+) -> np.ndarray:
+    """rank_bm25's ``get_scores`` term for each posting, elementwise with its operations (IEEE + and * commute
+    exactly, in its order): ``idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)))``; in slices, so no
+    temporary is corpus-sized."""
+    norm = K1 * (1 - B + B * doc_len / avgdl)
+    data = np.empty(len(tf), dtype=np.float64)
+    for lo in range(0, len(tf), 1 << 22):
+        hi = lo + (1 << 22)
+        tf_f = tf[lo:hi].astype(np.float64)
+        denom = norm[doc[lo:hi]]
+        denom += tf_f
+        tf_f *= K1 + 1
+        tf_f /= denom
+        tf_f *= idf[term[lo:hi]]
+        data[lo:hi] = tf_f
+    return data
+
+
+def _candidates(score: np.ndarray, rows: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks with a positive score that may be among the ``depth`` best (ties at the cut kept, to be settled
+    by chunk id), and their scores. ``rows`` are the chunks the query's postings touch (with repeats)."""
+    if len(rows) * 16 < len(score):  # few postings: look only at the chunks they touch
+        touched = np.unique(rows)
+        cand = touched[score[touched] > 0]
+    else:  # the postings cover much of the corpus: one pass over the scores is cheaper than sorting them
+        cand = np.flatnonzero(score > 0)
+    cand_score = score[cand]
+    if len(cand) > depth:
+        # Everything scoring at least the depth-th best, so ties at the cut are settled by chunk id after.
+        cut = np.partition(cand_score, len(cand) - depth)[len(cand) - depth]
+        keep = cand_score >= cut
+        cand, cand_score = cand[keep], cand_score[keep]
+    return cand, cand_score
+
+
 class BM25Index:
     """BM25 over the same chunk list the dense store holds. An empty corpus gives an empty index.
 
@@ -149,7 +202,10 @@ class BM25Index:
         self.tokenizer = tokenizer
         self._vocab: dict[str, int] = {}
         self._eps = 0.0
-        self._indptr = self._indices = self._data = self._id_rank = None
+        # an empty index: no column, no posting (filled below when the corpus has text)
+        self._indptr = np.zeros(1, dtype=np.int64)
+        self._indices = self._id_rank = np.zeros(0, dtype=np.int64)
+        self._data = np.zeros(0, dtype=np.float64)
         self._empty = True
         n_docs = len(self._chunks)
         if not n_docs:
@@ -160,31 +216,9 @@ class BM25Index:
             return
         self._vocab = vocab
 
-        # rank_bm25's _calc_idf, term by term in its order, with math.log as it does.
         n_terms = len(vocab)
-        df = np.bincount(term, minlength=n_terms)
-        idf_list = [math.log(n_docs - n + 0.5) - math.log(n + 0.5) for n in df.tolist()]
-        idf_sum = 0.0
-        for value in idf_list:
-            idf_sum += value
-        eps = self._eps = EPSILON * (idf_sum / n_terms)
-        idf = np.array(idf_list, dtype=np.float64)
-        idf[idf < 0] = eps
-
-        # rank_bm25's get_scores term, elementwise with its operations (IEEE + and * commute exactly):
-        # idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))); in slices, so no temporary is corpus-sized.
-        avgdl = total_len / n_docs
-        norm = K1 * (1 - B + B * doc_len / avgdl)
-        data = np.empty(len(tf), dtype=np.float64)
-        for lo in range(0, len(tf), 1 << 22):
-            hi = lo + (1 << 22)
-            tf_f = tf[lo:hi].astype(np.float64)
-            denom = norm[doc[lo:hi]]
-            denom += tf_f
-            tf_f *= K1 + 1
-            tf_f /= denom
-            tf_f *= idf[term[lo:hi]]
-            data[lo:hi] = tf_f
+        idf, self._eps = _idf(term, n_docs, n_terms)
+        data = _weights(tf, doc, term, idf, doc_len, total_len / n_docs)
         del tf
 
         # A term's postings are a column, chunks ascending within it (the entries are unique (chunk, term) pairs
@@ -258,19 +292,7 @@ class BM25Index:
         cols = self._columns(self.query_terms(query))
         if not cols:
             return []
-        n_docs = len(self._chunks)
-        score, rows = self._accumulate(cols)
-        if len(rows) * 16 < n_docs:  # few postings: look only at the chunks they touch
-            touched = np.unique(rows)
-            cand = touched[score[touched] > 0]
-        else:  # the postings cover much of the corpus: one pass over the scores is cheaper than sorting them
-            cand = np.flatnonzero(score > 0)
-        cand_score = score[cand]
-        if len(cand) > depth:
-            # Everything scoring at least the depth-th best, so ties at the cut are settled by chunk id below.
-            cut = np.partition(cand_score, len(cand) - depth)[len(cand) - depth]
-            keep = cand_score >= cut
-            cand, cand_score = cand[keep], cand_score[keep]
+        cand, cand_score = _candidates(*self._accumulate(cols), depth)
         order = np.lexsort((self._id_rank[cand], -cand_score))[:depth]
         hits = []
         for rank, j in enumerate(order.tolist(), start=1):
