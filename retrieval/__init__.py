@@ -4,14 +4,21 @@ Importing this package is light: torch, sentence-transformers, onnxruntime and c
 model and store loaders.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.settings import Settings
 from retrieval.types import HYBRID_PATHS, RetrievalResult
 
+if TYPE_CHECKING:
+    from retrieval.pipeline import HybridRetriever
+
 __all__ = ["HYBRID_PATHS", "RetrievalResult", "Settings", "get_retriever", "reciprocal_rank_fusion"]
 
 
-def get_retriever(settings: Settings | None = None):
+def get_retriever(settings: Settings | None = None) -> HybridRetriever:
     """The process-wide ``HybridRetriever`` for these settings (see ``retrieval.pipeline.get_retriever``)."""
     from retrieval.pipeline import get_retriever as _get
 

@@ -9,7 +9,7 @@ turn's weights and the level. ``PRESETS`` are the named configurations the inspe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,7 +180,7 @@ def list_change(d: ListDiff) -> str:
     return f"{c['entered']} entered, {c['left']} left, {c['up'] + c['down']} moved{sizes}"
 
 
-def _first_card(a: RetrievalResult, b: RetrievalResult, changed: set[str], name) -> str:
+def _first_card(a: RetrievalResult, b: RetrievalResult, changed: set[str], name: Callable[[str], str]) -> str:
     """Why B's first card is first, attributed to the settings that differ."""
     if not b.final:
         return "B returns no card." + (f" A ranks {name(a.final[0].parent_id)} first." if a.final else "")
@@ -212,16 +212,16 @@ def _cause(a: RetrievalResult, b: RetrievalResult, chunk_id: str, changed: set[s
     rank = fused.branch_ranks.get(lead)
     weight = b.weights.get(lead, 0.0)
     label = "BM25" if lead == "bm25" else "dense"
-    why = [
+    reasons: list[str] = [
         f"its {label} weight is {weight:g}, and it is {label}'s #{rank}"
         if rank
         else f"its {label} weight is {weight:g}"
     ]
     if changed & {"bm25_weight", "dense_weight", "query_weighting"} or a.weights != b.weights:
-        why.append(_weights(a, b))
+        reasons.append(_weights(a, b))
     if "rrf_k" in changed and b.settings.get("fusion") == "rrf":
         k, a_k = b.settings.get("rrf_k", 0), a.settings.get("rrf_k", 0)
-        why.append(
+        reasons.append(
             f"RRF k is {k} in B: "
             + (
                 "a larger k flattens the gap between ranks, so appearing in both lists counts more than one #1"
@@ -230,10 +230,10 @@ def _cause(a: RetrievalResult, b: RetrievalResult, chunk_id: str, changed: set[s
             )
         )
     if "bm25_tokenizer" in changed and lead == "bm25":
-        why.append(f"BM25 tokens are {b.settings.get('bm25_tokenizer')} in B")
+        reasons.append(f"BM25 tokens are {b.settings.get('bm25_tokenizer')} in B")
     if "fusion" in changed:
-        why.append(f"B fuses with {b.settings.get('fusion')}")
-    return "; ".join(why)
+        reasons.append(f"B fuses with {b.settings.get('fusion')}")
+    return "; ".join(reasons)
 
 
 def _weights(a: RetrievalResult, b: RetrievalResult) -> str:

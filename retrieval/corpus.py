@@ -352,7 +352,9 @@ def _join(parts: Sequence[str]) -> str:
 
 def _pack(parts: Iterable[str], max_words: int, count: Callable[[str], int] = _words) -> list[str]:
     """``parts`` in order, joined into pieces of at most ``max_words`` words (a longer part stands alone)."""
-    pieces, current, total = [], [], 0
+    pieces: list[str] = []
+    current: list[str] = []
+    total = 0
     for part in parts:
         words = count(part)
         if current and total + words > max_words:

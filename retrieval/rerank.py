@@ -280,18 +280,24 @@ def rerank(
 
     def score_all() -> list[float]:
         scores = score_pairs(scorer, query, texts, stop=lambda: time.perf_counter() > deadline)
-        for hit, value in zip(head, scores):
+        done: list[float] = []
+        for hit, value in zip(head, scores, strict=True):
             if value is None:
                 raise TimeoutError
             if not math.isfinite(value):
                 raise ValueError(f"non-finite score {value!r} for {hit.chunk_id}")
-        return scores
+            done.append(value)
+        return done
 
     known = cached_scores(scorer, query, texts)
     # Every pair cached (a moved control, the other side of compare mode): no thread hand-off.
     future = POOLS["rerank"].submit(s.rerank_timeout_ms, score_all) if None in known else None
     try:
-        scores = known if future is None else future.result(timeout=max(0.0, deadline - time.perf_counter()))
+        scores = (
+            [float(v) for v in known if v is not None]
+            if future is None
+            else future.result(timeout=max(0.0, deadline - time.perf_counter()))
+        )
     except (cf.TimeoutError, TimeoutError):
         return None, f"reranker exceeded its {s.rerank_timeout_ms} ms budget", (time.perf_counter() - started) * 1000
     except Exception as exc:

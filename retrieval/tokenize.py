@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
+from typing import Any
 
 _WORD = re.compile(r"[^\W_]+")
 # A character beyond Latin-1: only such a text can hold a combining mark, a CJK character or a form that normal form C
@@ -76,7 +77,7 @@ def _patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern, re.Patt
             ranges.append((start, prev))
             start = code
 
-    def chars(pairs) -> str:
+    def chars(pairs: Iterable[tuple[int, int]]) -> str:
         return "".join(chr(x) if x == y else f"{chr(x)}-{chr(y)}" for x, y in pairs)
 
     bmp, astral = chars(r for r in ranges if r[0] <= 0xFFFF), chars(r for r in ranges if r[0] > 0xFFFF)
@@ -266,7 +267,7 @@ def _plain_split(text: str) -> bool:
     return _latin1(text) or (not _patterns()[0].search(text) and unicodedata.is_normalized("NFC", text))
 
 
-def _pieces(text: str):
+def _pieces(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of every token of ``text``: a CJK run as its overlapping bigrams of characters (each with
     its combining marks, a Hangul syllable with its jamo; a lone character alone), any other run of letters,
     digits and marks whole."""
@@ -359,7 +360,7 @@ def detect_language(text: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _stemmer(lang: str):
+def _stemmer(lang: str) -> Any:
     import Stemmer
 
     return Stemmer.Stemmer(_STEMMER_NAMES[lang])

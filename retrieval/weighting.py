@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from retrieval.tokenize import word_count
+from retrieval.types import BranchResult, Hit
+
+if TYPE_CHECKING:
+    from retrieval.bm25 import BM25Index
+    from retrieval.settings import Settings
 
 _CODE = re.compile(r"\b(?:[A-Za-z]{1,6}-?\d{1,5}[A-Za-z]?|\d{1,5}-?[A-Za-z]{1,3})\b")
 _UNIT = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|ug|g|ml|mL|units?|unidades|iu|UI|%)(?!\w)", re.I)
@@ -128,7 +135,7 @@ class BranchEvidence:
         }
 
 
-def _top_parents(hits, n: int = TOP) -> list[str]:
+def _top_parents(hits: Sequence[Hit], n: int = TOP) -> list[str]:
     seen: list[str] = []
     for h in hits:
         if h.parent_id not in seen:
@@ -138,7 +145,13 @@ def _top_parents(hits, n: int = TOP) -> list[str]:
     return seen
 
 
-def branch_evidence(query: str, bm25_hits, dense_hits, index=None, embedding_model: str = "") -> BranchEvidence:
+def branch_evidence(
+    query: str,
+    bm25_hits: Sequence[Hit],
+    dense_hits: Sequence[Hit],
+    index: BM25Index | None = None,
+    embedding_model: str = "",
+) -> BranchEvidence:
     """The signals of ``BranchEvidence`` from the branches' hits (best first) and the BM25 index they came from.
 
     ``index`` needs ``query_terms(text)``, ``document_frequency(term)`` and ``len()`` (``retrieval.bm25.BM25Index``);
@@ -200,7 +213,9 @@ def adapt_weights(base: TurnWeights, ev: BranchEvidence) -> TurnWeights:
     return TurnWeights(base.bm25, base.dense, base.features, f"{base.reason}; then {why}", ev.as_dict())
 
 
-def weigh_turn(query: str, s, bm25, dense, index_for) -> TurnWeights:
+def weigh_turn(
+    query: str, s: Settings, bm25: BranchResult, dense: BranchResult, index_for: Callable[[str], BM25Index | None]
+) -> TurnWeights:
     """The pipeline's entry point: ``choose_weights`` for settings ``s`` after the branches ran. Branch evidence is
     gathered only for ``QUERY_WEIGHTING=adaptive`` and only when both branches ran (one branch fuses to its own
     order); ``index_for(tokenizer)`` gives the BM25 index the BM25 list came from."""

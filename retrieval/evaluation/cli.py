@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrieval.evaluation import bench, lab, tune
 from retrieval.evaluation.evaluate import (
@@ -26,6 +27,11 @@ from retrieval.evaluation.evaluate import (
 )
 from retrieval.evaluation.significance import DEFAULT_RESAMPLES
 from retrieval.evaluation.sweeps import DEFAULT_SWEEPS, format_sweep, parse_sweep, sweep, sweep_figure
+
+if TYPE_CHECKING:
+    from retrieval.corpus import Dataset
+    from retrieval.pipeline import HybridRetriever
+    from retrieval.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -202,7 +208,9 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_compare(args: argparse.Namespace, dataset, retriever, settings, started: float) -> int:
+def _run_compare(
+    args: argparse.Namespace, dataset: Dataset, retriever: HybridRetriever, settings: Settings, started: float
+) -> int:
     from retrieval.evaluation.compare import compare_configs, format_compare
 
     pairs = [p.strip() for p in args.compare.split(",") if p.strip()]

@@ -14,10 +14,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.settings import PROJECT_ROOT, Settings
+
+if TYPE_CHECKING:
+    from retrieval.corpora import CorpusData
 
 _REOPEN = r"""
 import json, sys, time
@@ -39,10 +43,10 @@ print(json.dumps({"import_and_load_s": t_loaded - t0, "reopen_s": t_open - t_loa
 
 def run(
     settings: Settings,
-    data,
+    data: CorpusData,
     index_chunks: int | None = None,
     workdir: Path | None = None,
-    log=lambda msg: None,
+    log: Callable[[str], None] = lambda msg: None,
     hardware: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Index ``data`` (a ``retrieval.corpora.CorpusData``) into a fresh store, reopen it in a fresh process and

@@ -21,6 +21,8 @@ from retrieval.evaluation.evaluate import (
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
     from retrieval.corpus import Dataset
     from retrieval.pipeline import HybridRetriever
 
@@ -77,7 +79,7 @@ def sweep(
     return {"param": param, "values": list(values), "rows": rows}
 
 
-def sweep_figure(result: Mapping[str, Any], metric: str = "ndcg@10"):
+def sweep_figure(result: Mapping[str, Any], metric: str = "ndcg@10") -> go.Figure:
     """A plotly line chart of ``metric`` per configuration over the swept values."""
     import plotly.graph_objects as go
 

@@ -23,7 +23,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,8 @@ from retrieval.weighting import weigh_turn
 if TYPE_CHECKING:
     from retrieval.pipeline import HybridRetriever
 
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, label)``, called as the work goes."""
 MIN_TURNS = 12
 METRIC = "ndcg@10"
 # The values tried per setting; today's value of each is always added.
@@ -96,7 +98,9 @@ def rerank_points(base: Settings) -> list[dict[str, Any]]:
     return out
 
 
-def gather(dataset: Dataset, retriever: HybridRetriever, base: Settings, progress=None) -> list[TurnLists]:
+def gather(
+    dataset: Dataset, retriever: HybridRetriever, base: Settings, progress: Progress | None = None
+) -> list[TurnLists]:
     """Each answerable turn's branch lists, as deep as the deepest grid point, per tokenizer."""
     depth_mult = max(_values(FUSION_GRID, base)["candidate_multiplier"])
     deep = base.replace(
@@ -148,7 +152,12 @@ def _logits(turn: TurnLists, chunk_ids: set[str], retriever: HybridRetriever, s:
         raise ValueError(f"the cross-encoder {s.reranker_model!r} is unavailable: tuning the rerank settings needs it.")
     ids = sorted(chunk_ids)
     scores = score_pairs(scorer, turn.query.text, [retriever.by_id[c].indexed_text for c in ids])
-    return {c: float(v) for c, v in zip(ids, scores)}
+    out: dict[str, float] = {}
+    for c, v in zip(ids, scores, strict=True):
+        if v is None:  # score_pairs without a stop scores every pair
+            raise RuntimeError(f"the cross-encoder returned no score for {c}")
+        out[c] = float(v)
+    return out
 
 
 def score_grid(
@@ -156,7 +165,7 @@ def score_grid(
     points: Sequence[dict[str, Any]],
     base: Settings,
     retriever: HybridRetriever,
-    progress=None,
+    progress: Progress | None = None,
 ) -> list[list[float]]:
     """nDCG@10 of every grid point (``points``: full settings overrides) on every turn: [point][turn]."""
     table = [[0.0] * len(turns) for _ in points]
@@ -215,7 +224,7 @@ def tune(
     *,
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
-    progress=None,
+    progress: Progress | None = None,
     fusion_only: bool = False,
 ) -> dict[str, Any]:
     """The held-out comparison and the suggestion (or None) for ``dataset`` on ``retriever`` (see the module).
