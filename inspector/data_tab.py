@@ -493,7 +493,7 @@ def build_data_tab(corpus: gr.Textbox) -> None:
         progress = gr.HTML(progress_html(None), elem_id="index-progress")
         cancel_btn = gr.Button("Cancel indexing", elem_id="index-cancel", scale=0, min_width=160)
     timer = gr.Timer(POLL_S, active=False)
-    private = dict(api_visibility="private")
+    private: dict[str, Any] = dict(api_visibility="private")
     state_out = [message, progress, corpus, pending, timer]
     open_btn.click(open_corpus, [picker, corpus], state_out, **private)
     add.click(

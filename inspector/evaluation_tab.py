@@ -527,7 +527,7 @@ def build_evaluation_tab(
     sweep_plot = gr.Plot(label="sweep", elem_id="eval-sweep")
     state = gr.State(None)
 
-    private = dict(api_visibility="private")  # page events, not API endpoints (the API is run_turn)
+    private: dict[str, Any] = dict(api_visibility="private")  # page events, not API endpoints (the API is run_turn)
     refresh.click(lambda: refresh_sources(runs_dir), None, source, **private)
     if corpus is not None:
         corpus.change(lambda name, current: follow_corpus(name, current, runs_dir), [corpus, source], source, **private)

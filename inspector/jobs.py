@@ -19,7 +19,7 @@ import gradio as gr
 from inspector import handlers
 
 # One queue for every heavy job: ``concurrency_id`` shared, at most one running in the whole app.
-HEAVY = dict(concurrency_id="heavy", concurrency_limit=1)
+HEAVY: dict[str, Any] = dict(concurrency_id="heavy", concurrency_limit=1)
 
 _RUNNING: dict[str | None, list[threading.Event]] = {}  # session -> the cancel flags of its running jobs
 _LOCK = threading.Lock()

@@ -291,7 +291,7 @@ def attach(
             save = gr.Button("Save judgment", elem_id="judge-save", scale=1, min_width=120)
         judged = gr.HTML("", elem_id="judgments")
     a_list, b_list = list(controls.values()), list(panel["b"].values())
-    private = dict(api_visibility="private")
+    private: dict[str, Any] = dict(api_visibility="private")
     why_inputs = [query, card, corpus_box, panel["compare_on"], *a_list, *b_list]
     # preprocess=False: why_not and judged_view type every control themselves (handlers.execute), so a malformed
     # slider value sent to these events gets a message instead of Gradio's processing error
