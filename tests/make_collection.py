@@ -1,6 +1,7 @@
-"""A collection made elsewhere, for the attach tests: ``python -m tests.make_collection CHROMA_PATH NAME MODEL``
-embeds ``DOCS`` with a bundled embedder (MODEL; or ``random8`` for 8-dimensional random vectors) into a new Chroma
-collection with plain chromadb, the way another tool would (default l2 space, documents + metadata)."""
+"""Collections made elsewhere, for the attach tests: ``python -m tests.make_collection CHROMA_PATH NAME MODEL
+[NAME MODEL ...]`` embeds ``DOCS`` with a bundled embedder (MODEL; or ``random8`` for 8-dimensional random vectors) into a new Chroma
+collection with plain chromadb, the way another tool would (default l2 space, documents + metadata); one process
+makes them all (each start of a process that imports chromadb and a model costs seconds of the suite)."""
 
 from __future__ import annotations
 
@@ -36,4 +37,8 @@ def main(path: str, name: str, model: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    pairs = sys.argv[2:]
+    if not pairs or len(pairs) % 2:
+        sys.exit("usage: python -m tests.make_collection CHROMA_PATH NAME MODEL [NAME MODEL ...]")
+    for i in range(0, len(pairs), 2):
+        main(sys.argv[1], pairs[i], pairs[i + 1])
