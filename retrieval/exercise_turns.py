@@ -138,11 +138,15 @@ class HybridLoss:
     fused_rank: int
 
 
-def hybrid_losses(dataset: Dataset, retriever: HybridRetriever, settings: Settings) -> list[HybridLoss]:
-    """Every labeled turn whose most relevant card fusion ranks below its rank in one branch alone (card level)."""
+def hybrid_losses(
+    dataset: Dataset, retriever: HybridRetriever, settings: Settings, only: Iterable[str] | None = None
+) -> list[HybridLoss]:
+    """Every labeled turn (of ``only``, by id, if given) whose most relevant card fusion ranks below its rank in one
+    branch alone (card level)."""
+    wanted = set(only) if only is not None else None
     out = []
     for q in dataset.queries:
-        if not q.relevant:
+        if not q.relevant or (wanted is not None and q.id not in wanted):
             continue
         result = retriever.retrieve(q.text, settings)
         card = max(q.relevant, key=lambda c: (q.relevant[c], c))
