@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
+from inspector.exercise_tab import build_exercise_panel
 from inspector.figures import failsafe, log_ticks, message_figure, plot_text
 from retrieval.evaluation.lab import (
     CLASS_EXAMPLE,
@@ -270,15 +271,17 @@ def _scored_text(items: Sequence[tuple[str, float]]) -> str:
 
 
 # -------------------------------------------------------------------------------------------------- layout
-def build_classroom_tab() -> None:
-    """Create the classroom's components inside the current Gradio context and wire them."""
+def build_classroom_tab() -> dict[str, Any]:
+    """Create the classroom's components inside the current Gradio context and wire them: the exercises first
+    (``inspector.exercise_tab``, whose components are returned for the page's links), then the free lists."""
+    panel = build_exercise_panel()
     defaults = preset_values(DEFAULT_PRESET)
     first_table, first_lessons, first_contrib, first_curve = update_classroom(*defaults, CLASS_K)
     raw_bm25, raw_dense = _scored_text(RAW_EXAMPLE["BM25"]), _scored_text(RAW_EXAMPLE["Dense"])
 
     gr.HTML(f"<style>{CSS}</style>")
     gr.Markdown(
-        "### RRF classroom\n"
+        "### RRF classroom: your own lists\n"
         "Edit the ranked lists (best first, ids separated by commas), move **k**, give a list more weight. "
         "RRF(d) = &Sigma; w / (k + rank): a document missing from a list adds nothing for it."
     )
@@ -338,3 +341,4 @@ def build_classroom_tab() -> None:
             api_visibility="private",
             preprocess=False,
         )
+    return panel

@@ -201,16 +201,20 @@ def parse_set(raw: str | None) -> tuple[list[str], list[str]]:
     Unknown ids, duplicates and anything over ``MAX_SET`` are reported, never raised: a link is untrusted."""
     known = ready()
     ids: list[str] = []
+    unknown: list[str] = []
     problems: list[str] = []
     parts = [p.strip() for p in (raw or "").split(",") if p.strip()]
-    for part in parts:
+    for part in parts[: 4 * MAX_SET]:
         if part in ids:
             continue
         if not SET_RE.match(part) or part not in known:
-            problems.append(f"no exercise named {part[:60]!r}: the ready ones are {', '.join(known)}.")
+            unknown.append(repr(part[:60]))
             continue
         if len(ids) == MAX_SET:
             problems.append(f"a link opens at most {MAX_SET} exercises; the rest were left out.")
             break
         ids.append(part)
+    if unknown:
+        names = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        problems.insert(0, f"no exercise named {names}: the ready ones are {', '.join(known)}.")
     return ids, problems

@@ -295,7 +295,7 @@ def _check_order(ex: Exercise, answer: str) -> Verdict:
     for i, g, _ in wrong:
         details.append(f"#{i}: you wrote {g}; that is not the document fusion puts there.")
     if got == want:
-        return Verdict(True, f"Right: {', '.join(want)}.", tuple(details))
+        return Verdict(True, f"Right: {', '.join(want)}.")
     if len(got) > len(want):
         details.append(f"Too many places: the lists hold {len(want)} documents.")
     return Verdict(False, f"Not yet: {len(right)} of {len(want)} places are right.", tuple(details))
