@@ -28,6 +28,7 @@ from retrieval.exercises import Exercise, check, hint, reveal
 log = logging.getLogger(__name__)
 
 EXERCISE, EXERCISES, CLASS, TEACHER = "exercise", "exercises", "class", "teacher"
+LINK_KEYS = (EXERCISE, EXERCISES, CLASS, TEACHER)
 TAB_ID = "classroom"
 MAX_PARAM_CHARS = 2000
 
@@ -120,13 +121,16 @@ def link_params(request: gr.Request | None) -> list[tuple[str, str]]:
     """The page's URL parameters (from the Referer, as the share links read them), gradio's own left out."""
     if request is None:
         return []
-    headers = dict(request.headers or {})
-    referer = headers.get("referer") or ""
+    referer = dict(request.headers or {}).get("referer") or ""
     if "?" in referer:
-        pairs = parse_query_string(urlsplit(referer).query)
-    else:
-        pairs = list(dict(request.query_params or {}).items())
-    return [(k, v[:MAX_PARAM_CHARS]) for k, v in pairs if k in (EXERCISE, EXERCISES, CLASS, TEACHER)]
+        return state_params(referer)
+    pairs = list(dict(request.query_params or {}).items())
+    return [(k, v[:MAX_PARAM_CHARS]) for k, v in pairs if k in LINK_KEYS]
+
+
+def state_params(link: str) -> list[tuple[str, str]]:
+    """A class link's own parameters (``exercise``, ``exercises``, ``class``, ``teacher``) from its address."""
+    return [(k, v[:MAX_PARAM_CHARS]) for k, v in parse_query_string(urlsplit(link).query) if k in LINK_KEYS]
 
 
 def from_link(params: list[tuple[str, str]]) -> tuple[dict[str, Any] | None, list[str]]:
