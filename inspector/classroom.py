@@ -29,6 +29,7 @@ from retrieval.evaluation.lab import (
     parse_scored,
     score_fusions,
 )
+from retrieval.exercises import round5  # five decimals, half up, as the class rounds (1/64 -> 0.01563)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def term_table_html(table: Mapping[str, Any]) -> str:
 def lessons_html(table: Mapping[str, Any]) -> str:
     """The lessons of ``retrieval.evaluation.lab.lessons`` as an escaped list."""
     items = "".join(f"<li>{esc(line)}</li>" for line in table["lessons"])
-    order = " &gt; ".join(f"{esc(r['doc'])} ({r['score']:.5f})" for r in table["rows"])
+    order = " &gt; ".join(f"{esc(r['doc'])} ({round5(r['score'])})" for r in table["rows"])
     return f"<div class='rrf-class'><p><b>Fused order:</b> {order}</p><ul>{items}</ul></div>"
 
 
@@ -175,7 +176,9 @@ def fusions_html(result: Mapping[str, Any], scored: Mapping[str, Sequence[tuple[
     """Raw sum vs min-max vs RRF, side by side, with each method's scores."""
 
     def column(title: str, items: Sequence[tuple[str, float]], note: str) -> str:
-        rows = "".join(f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{s:.5f}</td></tr>" for i, (d, s) in enumerate(items, 1))
+        rows = "".join(
+            f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{round5(s)}</td></tr>" for i, (d, s) in enumerate(items, 1)
+        )
         return (
             f"<div style='flex:1;min-width:200px'><h4>{esc(title)}</h4><table><tbody>{rows}</tbody></table>"
             f"<p>{esc(note)}</p></div>"

@@ -254,7 +254,7 @@ VIEW_LEN = 7  # show()'s outputs: state, picker, question, answer, verdict, hint
 def build_exercise_panel() -> dict[str, Any]:
     """The exercise panel, in the current Gradio context (the top of the classroom tab); returns its components."""
     first = new_state()
-    _, _, first_card, *_ = show(first)
+    first_card = view.exercise_html(_current(first), 1, len(first["set"]))  # (show() would make a Dropdown here)
     c: dict[str, Any] = {}
     gr.HTML(f"<style>{view.CSS}</style>")
     gr.Markdown("### Exercises: predict, then check, then reveal")

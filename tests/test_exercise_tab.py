@@ -161,3 +161,27 @@ def test_a_class_links_parameters_are_not_reported_as_unknown_controls():
     assert problems == []
     _, problems = decode([("exercize", "tie")], defaults)
     assert problems and "unknown link parameter 'exercize'" in problems[0]
+
+
+def test_the_free_lists_round_scores_as_the_class_does():
+    """1/64 = 0.015625: the class prints D (0.01563); Python's format gave 0.01562 (the float is just below)."""
+    from inspector.classroom import preset_values, update_classroom, update_fusions
+
+    _, lessons, _, _ = update_classroom(*preset_values("Class example: BM25 [A,B,C,D], dense [C,A,E,B]"), 60)
+    assert "A (0.03252) &gt; C (0.03227) &gt; B (0.03175) &gt; E (0.01587) &gt; D (0.01563)" in lessons
+    fusions = update_fusions("A:12.4, B:9.1, C:7.7, D:3.2", "C:0.82, A:0.79, E:0.75, B:0.61", 60)
+    assert "<b>D</b></td><td>0.01563</td>" in fusions and "0.01562" not in fusions
+
+
+def test_the_classroom_tab_has_one_exercise_picker_and_the_names_the_checks_use():
+    import gradio as gr
+
+    from inspector.classroom import build_classroom_tab
+
+    with gr.Blocks() as app, gr.Tab("RRF classroom"):
+        panel = build_classroom_tab()
+    dropdowns = [b for b in app.blocks.values() if isinstance(b, gr.Dropdown)]
+    assert [d.elem_id for d in dropdowns] == ["exercise-pick", "rrf-preset"]
+    ids = {getattr(b, "elem_id", None) for b in app.blocks.values()}
+    assert {"exercise-answer", "exercise-check", "exercise-verdict", "exercise-reveal", "exercise-worksheet"} <= ids
+    assert "The class&#x27;s worked example" in panel["card"].value
