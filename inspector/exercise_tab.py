@@ -19,8 +19,9 @@ from urllib.parse import urlencode, urlsplit
 
 import gradio as gr
 
+from inspector import class_record
 from inspector import exercise_view as view
-from inspector.class_record import CLASS_RE, RECORD
+from inspector.class_record import CLASS_RE
 from inspector.state import parse_query_string
 from retrieval.exercise_set import default_set, parse_set, ready
 from retrieval.exercises import Exercise, check, hint, reveal
@@ -93,7 +94,7 @@ def check_answer(state: Any, answer: Any) -> tuple[dict[str, Any], str]:
         p["checked"], p["right"] = True, p["right"] or first_right
         if state.get("class"):
             state["student"] = state.get("student") or secrets.token_urlsafe(12)
-            RECORD.record(state["class"], ex.id, state["student"], first_right)
+            class_record.current().record(state["class"], ex.id, state["student"], first_right)
     return state, view.verdict_html(verdict)
 
 
@@ -144,7 +145,7 @@ def from_link(params: list[tuple[str, str]]) -> tuple[dict[str, Any] | None, lis
     if class_id is not None and not CLASS_RE.match(class_id):
         problems.append("the class id in this link is not one this page makes: answers are not counted.")
         class_id = None
-    known = RECORD.exercises(class_id)
+    known = class_record.current().exercises(class_id)
     if class_id and known is None:
         problems.append("this class link is not known on this server (was it restarted?): answers are not counted.")
         class_id = None
@@ -174,7 +175,7 @@ def open_link(request: gr.Request) -> list[Any]:
 
 def teacher_counts(state: Any) -> str:
     state = _valid(state)
-    counts = RECORD.counts(state.get("class"), state.get("teacher"))
+    counts = class_record.current().counts(state.get("class"), state.get("teacher"))
     if counts is None:
         return ""
     titles = {e["id"]: e["title"] for e in state["set"]}
@@ -188,7 +189,7 @@ def make_link(state: Any, chosen: Any, request: gr.Request | None = None) -> lis
         return [gr.skip()] * VIEW_LEN + [view.message_html("Pick at least one exercise for the class link."), ""]
     if problems:
         return [gr.skip()] * VIEW_LEN + [view.message_html(" ".join(problems)), ""]
-    class_id, key = RECORD.open_class(ids)
+    class_id, key = class_record.current().open_class(ids)
     state = new_state(ids)
     state["class"], state["teacher"] = class_id, key
     base = _base(dict(request.headers or {}) if request is not None else {})

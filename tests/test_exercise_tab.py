@@ -8,10 +8,20 @@ import re
 
 import pytest
 
+from inspector import class_record
 from inspector import exercise_tab as tab
 from inspector.class_record import ClassRecord
 from inspector.worksheet import worksheet_html
 from retrieval.exercise_set import default_set, ready
+
+
+@pytest.fixture(autouse=True)
+def memory_record(monkeypatch):
+    """Class links recorded in memory for these tests (never in the worktree's default store); the store's own
+    record is tested on a temporary store below."""
+    record = ClassRecord()
+    monkeypatch.setattr(class_record, "current", lambda: record)
+    return record
 
 
 class FakeRequest:
@@ -90,9 +100,8 @@ def test_hints_come_one_at_a_time():
     assert "No more hints" in out
 
 
-def test_teacher_counts_for_that_link_only_and_without_names(monkeypatch):
-    record = ClassRecord()
-    monkeypatch.setattr(tab, "RECORD", record)
+def test_teacher_counts_for_that_link_only_and_without_names(memory_record):
+    record = memory_record
     out = tab.make_link(tab.new_state(), ["worked-example", "tie"], FakeRequest())
     links = out[-2]
     student = re.search(r"class='class-link' href='([^']+)'", links).group(1).replace("&amp;", "&")
@@ -185,3 +194,48 @@ def test_the_classroom_tab_has_one_exercise_picker_and_the_names_the_checks_use(
     ids = {getattr(b, "elem_id", None) for b in app.blocks.values()}
     assert {"exercise-answer", "exercise-check", "exercise-verdict", "exercise-reveal", "exercise-worksheet"} <= ids
     assert "The class&#x27;s worked example" in panel["card"].value
+
+
+STUDENT_PROCESS = """
+import sys
+from inspector.class_record import StoreClassRecord
+from retrieval.settings import Settings
+record = StoreClassRecord(Settings(chroma_path=sys.argv[1]))
+print(record.record(sys.argv[2], "tie", "student-of-another-process", True))
+"""
+
+
+def test_counts_live_in_the_store_so_every_process_on_it_sees_them(tmp_path):
+    """Two processes serving one class (one shared store): an answer recorded by the other process counts here, and
+    a new record on the same store (a restart) still knows the class link."""
+    import subprocess
+    import sys
+
+    from inspector.class_record import StoreClassRecord
+    from retrieval.settings import Settings
+    from tests.app_server import ROOT
+
+    settings = Settings(chroma_path=str(tmp_path / "store"))
+    record = StoreClassRecord(settings)
+    class_id, key = record.open_class(["worked-example", "tie"])
+    assert record.record(class_id, "worked-example", "s1", False) and record.record(
+        class_id, "worked-example", "s1", True
+    )
+    assert record.record(class_id, "worked-example", "s2", False)
+    assert not record.record(class_id, "weighted", "s1", True) and not record.record("unknown-class", "tie", "s1", True)
+    out = subprocess.run(
+        [sys.executable, "-c", STUDENT_PROCESS, settings.chroma_path, class_id],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
+    restarted = StoreClassRecord(settings)
+    assert restarted.exercises(class_id) == ("worked-example", "tie")
+    assert restarted.counts(class_id, key) == {"worked-example": (2, 1), "tie": (1, 1)}
+    assert restarted.counts(class_id, "not the key") is None and restarted.counts(class_id, None) is None
+    from retrieval import corpus_store
+
+    assert class_record.COLLECTION in corpus_store.OWN_NAMES  # never offered as a corpus to attach
