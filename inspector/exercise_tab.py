@@ -329,7 +329,7 @@ class TurnExercise:
 def wire_app(app: gr.Blocks, tabs: gr.Tabs, c: Mapping[str, Any], turn: TurnExercise | None = None) -> None:
     """Page-level wiring: a class link opens the classroom on load; the Inspector's button makes an exercise."""
     app.load(open_link, None, [tabs, *c["view"], c["message"], c["counts"], c["worksheet"]], api_visibility="private")
-    if turn is not None and turn.button is not None:
+    if turn is not None and turn.button is not None and turn.note is not None:
         made = turn.button.click(
             from_turn, [turn.last_turn, c["state"]], [tabs, *c["view"], turn.note], api_visibility="private"
         )

@@ -268,7 +268,8 @@ def _ids(ex: Exercise, answer: str) -> tuple[list[str], list[str]]:
     """The ids written (matched case-insensitively to the exercise's ids) and the words that are not ids."""
     known = {d.casefold(): d for d in documents(ex)}
     tokens = [t for t in re.split(r"[\s,;>]+", answer.strip()) if t]
-    out, unknown = [], []
+    out: list[str] = []
+    unknown: list[str] = []
     for token in tokens:
         doc = known.get(token.casefold())
         (out if doc else unknown).append(doc or token[:40])
@@ -344,7 +345,8 @@ def _check_score(ex: Exercise, answer: str) -> Verdict:
     if got == want:
         return Verdict(True, f"Right: the score of {ex.target} is {want} to five decimals.")
     details = []
-    digits = -value.as_tuple().exponent if isinstance(value.as_tuple().exponent, int) else 0
+    exponent = value.as_tuple().exponent
+    digits = -exponent if isinstance(exponent, int) else 0
     if digits < 5:
         details.append("Give five decimals: the class compares scores to five decimals, rounded half up.")
     elif abs(got - want) <= Decimal("0.00001"):
@@ -396,8 +398,7 @@ def reveal(ex: Exercise) -> Reveal:
     lists = ranked_lists(ex)
     exact = exact_scores(ex)
     rows = []
-    for rank, doc in enumerate(fused(ex, "rrf"), start=1):
-        name = doc[0]
+    for rank, (name, _) in enumerate(fused(ex, "rrf"), start=1):
         parts, terms, seen_in = [], [], []
         for list_name, items in lists.items():
             if name in items:
