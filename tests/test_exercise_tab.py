@@ -239,3 +239,12 @@ def test_counts_live_in_the_store_so_every_process_on_it_sees_them(tmp_path):
     from retrieval import corpus_store
 
     assert class_record.COLLECTION in corpus_store.OWN_NAMES  # never offered as a corpus to attach
+
+
+def test_picking_another_exercise_shows_it_and_a_bad_pick_changes_nothing():
+    state = tab.new_state()
+    out = tab.pick(state, 2)
+    assert out[0]["at"] == 2 and f"Exercise 3 of {len(default_set())}" in out[2]
+    for bad in (99, -1, "2", None, True):
+        assert tab.pick(out[0], bad)[0]["at"] == 2
+    assert tab.pick(None, 0)[0]["set"]  # a state a client damaged starts the class set again
