@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
+from inspector.exercise_tab import build_exercise_panel
 from inspector.figures import failsafe, log_ticks, message_figure, plot_text
 from retrieval.evaluation.lab import (
     CLASS_EXAMPLE,
@@ -28,6 +29,7 @@ from retrieval.evaluation.lab import (
     parse_scored,
     score_fusions,
 )
+from retrieval.exercises import round5  # five decimals, half up, as the class rounds (1/64 -> 0.01563)
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,7 @@ def term_table_html(table: Mapping[str, Any]) -> str:
 def lessons_html(table: Mapping[str, Any]) -> str:
     """The lessons of ``retrieval.evaluation.lab.lessons`` as an escaped list."""
     items = "".join(f"<li>{esc(line)}</li>" for line in table["lessons"])
-    order = " &gt; ".join(f"{esc(r['doc'])} ({r['score']:.5f})" for r in table["rows"])
+    order = " &gt; ".join(f"{esc(r['doc'])} ({round5(r['score'])})" for r in table["rows"])
     return f"<div class='rrf-class'><p><b>Fused order:</b> {order}</p><ul>{items}</ul></div>"
 
 
@@ -174,7 +176,9 @@ def fusions_html(result: Mapping[str, Any], scored: Mapping[str, Sequence[tuple[
     """Raw sum vs min-max vs RRF, side by side, with each method's scores."""
 
     def column(title: str, items: Sequence[tuple[str, float]], note: str) -> str:
-        rows = "".join(f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{s:.5f}</td></tr>" for i, (d, s) in enumerate(items, 1))
+        rows = "".join(
+            f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{round5(s)}</td></tr>" for i, (d, s) in enumerate(items, 1)
+        )
         return (
             f"<div style='flex:1;min-width:200px'><h4>{esc(title)}</h4><table><tbody>{rows}</tbody></table>"
             f"<p>{esc(note)}</p></div>"
@@ -270,15 +274,17 @@ def _scored_text(items: Sequence[tuple[str, float]]) -> str:
 
 
 # -------------------------------------------------------------------------------------------------- layout
-def build_classroom_tab() -> None:
-    """Create the classroom's components inside the current Gradio context and wire them."""
+def build_classroom_tab() -> dict[str, Any]:
+    """Create the classroom's components inside the current Gradio context and wire them: the exercises first
+    (``inspector.exercise_tab``, whose components are returned for the page's links), then the free lists."""
+    panel = build_exercise_panel()
     defaults = preset_values(DEFAULT_PRESET)
     first_table, first_lessons, first_contrib, first_curve = update_classroom(*defaults, CLASS_K)
     raw_bm25, raw_dense = _scored_text(RAW_EXAMPLE["BM25"]), _scored_text(RAW_EXAMPLE["Dense"])
 
     gr.HTML(f"<style>{CSS}</style>")
     gr.Markdown(
-        "### RRF classroom\n"
+        "### RRF classroom: your own lists\n"
         "Edit the ranked lists (best first, ids separated by commas), move **k**, give a list more weight. "
         "RRF(d) = &Sigma; w / (k + rank): a document missing from a list adds nothing for it."
     )
@@ -338,3 +344,4 @@ def build_classroom_tab() -> None:
             api_visibility="private",
             preprocess=False,
         )
+    return panel

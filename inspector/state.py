@@ -23,6 +23,7 @@ from retrieval.settings import CONTROLS, Settings, knob_for
 TURN, CORPUS, COMPARE, PRESET, DOC = "q", "corpus", "compare", "b", "doc"
 B_PREFIX = "b."
 PRESENT = "present"  # presenter mode (inspector.presenter): read by the page itself in the browser
+CLASS_LINK = ("exercise", "exercises", "class", "teacher")  # a class link: read by inspector.exercise_tab
 MAX_PARAMS = 100
 
 
@@ -102,6 +103,8 @@ def decode(
             state.corpus = raw or None
         elif key == DOC:
             state.doc = raw or None
+        elif key in CLASS_LINK:
+            continue
         elif key == PRESENT:
             if _flag(raw) is None:
                 problems.append(f"present={raw[:20]!r} is not on or off: use present=1 or present=0.")

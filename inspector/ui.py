@@ -22,6 +22,7 @@ from inspector import (
     compare_view,
     corpus_words,
     data_tab,
+    exercise_tab,
     handlers,
     jobs,
     presenter,
@@ -107,16 +108,18 @@ def build_app() -> gr.Blocks:
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
         ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
-        with gr.Tabs():
+        turn_exercise = exercise_tab.TurnExercise()  # "make an exercise from this turn": placed in the Inspector
+        with gr.Tabs() as tabs:
             with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
-                restore_links = build_inspector_tab(corpus, banner)
+                restore_links = build_inspector_tab(corpus, banner, turn_exercise)
             with gr.Tab("Data", id="data"):
                 data_tab.build_data_tab(corpus)
-            with gr.Tab("RRF classroom", id="classroom"):
-                build_classroom_tab()
+            with gr.Tab("RRF classroom", id="classroom", elem_id="classroom-tab"):
+                room = build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
                 build_evaluation_tab(corpus=corpus, ab_kept=ab_kept)
         restore_links(app)  # opening a share link restores its state and runs the turn
+        exercise_tab.wire_app(app, tabs, room, turn_exercise)  # class links (?exercise=...), the turn's exercise
         app.unload(handlers.end_session)  # the page closed: its exports go with it
         app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
         app.unload(why_view.end_session)  # and the card it picked to judge
@@ -124,7 +127,11 @@ def build_app() -> gr.Blocks:
 
 
 # ------------------------------------------------------------------------------------------------ the tab
-def build_inspector_tab(corpus: gr.Textbox | None = None, banner: gr.HTML | None = None) -> Callable[[gr.Blocks], None]:
+def build_inspector_tab(
+    corpus: gr.Textbox | None = None,
+    banner: gr.HTML | None = None,
+    turn_exercise: exercise_tab.TurnExercise | None = None,
+) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
     to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it); ``banner``, the
     page's banner, follows it.
@@ -149,6 +156,8 @@ def build_inspector_tab(corpus: gr.Textbox | None = None, banner: gr.HTML | None
     with gr.Column(elem_id="compare-area", elem_classes=["no-present"]):
         panel = compare_view.build_panel(control_widget, link_message)  # compare mode (off by default), link
     _details(outputs)
+    if turn_exercise is not None:  # the classroom's button, below the context and the export (exercise_tab wires it)
+        turn_exercise.place(outputs["last_turn"])
     slots, turn_events = _wire(query, run, examples, controls, outputs, corpus, tour)
     compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
     presenter.wire(tour, present)
