@@ -150,12 +150,12 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
     ex = tm.explained
     axis = dict(showticklabels=False, zeroline=False, showgrid=True, gridcolor="#EBF0F8", linecolor="#c8ced6")
     layout = dict(
-        title=dict(text=TITLE, x=0.01, font=dict(size=16)),
+        title=dict(text=TITLE, x=0.01, y=0.985, yanchor="top", font=dict(size=16)),
         font=FONT,
         paper_bgcolor="#ffffff",
         plot_bgcolor="#ffffff",
         height=HEIGHT,
-        margin=dict(l=10, r=10, t=84, b=10),
+        margin=dict(l=10, r=10, t=96, b=10),
         hoverlabel=dict(font_size=13),
         hovermode="closest",
         legend=dict(orientation="v", x=1.0, xanchor="left", y=1.0),
@@ -169,7 +169,7 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
                 direction="right",
                 x=0.0,
                 xanchor="left",
-                y=1.13,
+                y=1.02,
                 yanchor="bottom",
                 showactive=True,
                 active=0,
