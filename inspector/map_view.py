@@ -86,11 +86,15 @@ def _corpus_trace(tm: TurnMap, chunks: Mapping[str, Chunk]) -> dict:
     if n > HOVER_ALL_MAX:  # hover texts would weigh more than the points: only the marked points carry them
         return dict(**common, hoverinfo="skip")
     cos = tm.cosines if tm.cosines is not None else [None] * n
+    # flat strings, no customdata: plotly's JSON walks every nested list (half the map's cost at 232 sub-chunks)
     return dict(
         **common,
-        text=[_title(chunks, cid) for cid in tm.chunk_ids],
-        customdata=[[plot_text(cid), plot_text(chunks[cid].parent_id), _cos(c)] for cid, c in zip(tm.chunk_ids, cos)],
-        hovertemplate=HOVER,
+        ids=list(tm.chunk_ids),
+        text=[
+            f"{_title(chunks, cid)}<br>{plot_text(cid)}<br>cosine to the turn {_cos(c)}"
+            for cid, c in zip(tm.chunk_ids, cos)
+        ],
+        hovertemplate="%{text} · map (%{x:.2f}, %{y:.2f})<extra></extra>",
     )
 
 
@@ -253,6 +257,7 @@ MAP_JS = """
       div.on('plotly_click', (ev) => {
         const p = ev && ev.points && ev.points[0];
         if (p && p.customdata && p.customdata[1]) ask(unescape(p.customdata[1]));
+        else if (p && p.id) ask(String(p.id).replace(/#\d+$/, ''));  // a faint dot: its sub-chunk's card
       });
     }
   };

@@ -19,6 +19,7 @@ second process loads instead).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -63,6 +64,16 @@ class Projection:
         return float(x), float(y)
 
 
+def _one_blas_thread():
+    """BLAS on one thread for the fit: on two shared cores OpenBLAS's two spinning threads made a 384 x 384 ``eigh``
+    take 2.5 s where one thread took 0.06 s (load 13, ``python -m retrieval bench-map``)."""
+    try:
+        from threadpoolctl import threadpool_limits  # (installed with sentence-transformers' scikit-learn)
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
 def fit(vectors: np.ndarray, progress: Progress | None = None) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
     """The mean, the two principal components (signs fixed: each one's largest entry positive) and the share of
     variance each keeps, from the covariance accumulated ``BLOCK`` vectors at a time.
@@ -70,6 +81,11 @@ def fit(vectors: np.ndarray, progress: Progress | None = None) -> tuple[np.ndarr
     Raises:
         ValueError: ``vectors`` is not a non-empty 2-D array.
     """
+    with _one_blas_thread():
+        return _fit(vectors, progress)
+
+
+def _fit(vectors: np.ndarray, progress: Progress | None = None) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
     x = np.asarray(vectors)
     if x.ndim != 2 or not len(x):
         raise ValueError(f"a map needs a non-empty (n, dim) array of vectors, got shape {x.shape}")

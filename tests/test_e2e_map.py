@@ -21,7 +21,7 @@ TRACES_JS = """() => {
 }"""
 
 
-def test_the_map_shows_the_turn_and_the_columns_marks_after_run(page):
+def test_the_map_shows_the_turn_and_the_columns_marks_after_run(page):  # noqa: F811
     run(page, TURN, "full")
     page.wait_for_function(
         "() => { const d = document.querySelector('#turn-map .js-plotly-plot');"
@@ -40,7 +40,8 @@ def test_the_map_shows_the_turn_and_the_columns_marks_after_run(page):
     first = page.locator("#list-reranked .hit").first
     first.hover()
     page.wait_for_function(
-        "() => document.querySelector('#turn-map .js-plotly-plot').data.find(t => t.name === 'highlight').x.length === 1"
+        "() => document.querySelector('#turn-map .js-plotly-plot')"
+        ".data.find(t => t.name === 'highlight').x.length === 1"
     )
     # a click on a point asks Why not…? about its card (plotly's click event, as a click on the point raises it)
     card = first.get_attribute("data-parent")

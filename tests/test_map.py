@@ -169,8 +169,9 @@ def test_the_map_marks_the_columns_cards_on_an_uploaded_corpus_and_escapes_title
         check_map_marks_the_columns(turn)
         fig = handlers.render_details(turn)["turn_map"]
         corpus = _trace(fig, "corpus")
-        odd = [t for t in corpus.text if "onerror" in t]
+        odd = [t.split("<br>")[0] for t in corpus.text if "onerror" in t]
         assert odd == ["&lt;img src=x onerror=alert(1)&gt; &amp; GlucoSense strips"]  # escaped for plotly
+        assert list(corpus.ids) == [c.chunk_id for c in turn.retriever.chunks]
     finally:
         handlers.use_base_settings(None)
 
