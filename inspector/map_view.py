@@ -257,7 +257,7 @@ MAP_JS = """
       div.on('plotly_click', (ev) => {
         const p = ev && ev.points && ev.points[0];
         if (p && p.customdata && p.customdata[1]) ask(unescape(p.customdata[1]));
-        else if (p && p.id) ask(String(p.id).replace(/#\d+$/, ''));  // a faint dot: its sub-chunk's card
+        else if (p && p.id) ask(String(p.id).replace(/#[0-9]+$/, ''));  // a faint dot: its sub-chunk's card
       });
     }
   };
