@@ -57,10 +57,16 @@ def _title(chunks: Mapping[str, Chunk], chunk_id: str) -> str:
     return plot_text(chunk.title or chunk.parent_id if chunk else chunk_id)
 
 
+def _kind(tm: TurnMap) -> str:
+    """Scattergl from ``GL_FROM`` sub-chunks, for every trace: WebGL draws on a canvas above the SVG layer, so SVG marks
+    would hide under a WebGL cloud."""
+    return "scattergl" if len(tm.chunk_ids) >= GL_FROM else "scatter"
+
+
 def _marked(tm: TurnMap, name: str, chunks: Mapping[str, Chunk], marker: dict[str, Any], **extra: Any) -> dict:
     pts = tm.groups[name]
     return dict(
-        type="scatter",
+        type=_kind(tm),
         x=[p.x for p in pts],
         y=[p.y for p in pts],
         name=name,
@@ -76,7 +82,7 @@ def _marked(tm: TurnMap, name: str, chunks: Mapping[str, Chunk], marker: dict[st
 def _corpus_trace(tm: TurnMap, chunks: Mapping[str, Chunk]) -> dict:
     n = len(tm.chunk_ids)
     common = dict(
-        type="scattergl" if n >= GL_FROM else "scatter",
+        type=_kind(tm),
         x=tm.coords[:, 0],
         y=tm.coords[:, 1],
         name="corpus",
@@ -107,7 +113,7 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
     traces = [
         _corpus_trace(tm, chunks),
         dict(
-            type="scatter",
+            type=_kind(tm),
             x=[turn[0]] if turn else [],
             y=[turn[1]] if turn else [],
             name="turn",
@@ -141,7 +147,7 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
             textfont=dict(size=13, color="#111827"),
         ),
         dict(
-            type="scatter",
+            type=_kind(tm),
             x=[],
             y=[],
             name="highlight",
