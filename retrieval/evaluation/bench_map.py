@@ -52,6 +52,8 @@ def measure(retriever: Any, settings: Settings, turns: Sequence[str], runs: int 
     if loaded is None:
         raise RuntimeError("the map just saved could not be loaded back")
     projection.request(store).wait()  # the page's job: loads the map just kept
+    warm = retriever.retrieve(turns[0], settings, prescore=False)
+    map_view.for_turn(retriever, warm).to_json()  # (imports and first-call work out of the samples)
     per_turn, per_turn_cpu, sizes = [], [], []
     for _ in range(runs):
         for turn in turns:
@@ -60,6 +62,7 @@ def measure(retriever: Any, settings: Settings, turns: Sequence[str], runs: int 
             per_turn.append(wall)
             per_turn_cpu.append(cpu)
             sizes.append(len(text))
+    last_json = text
     return {
         "sub_chunks": len(store.embeddings),
         "dim": int(store.embeddings.shape[1]),
@@ -71,10 +74,54 @@ def measure(retriever: Any, settings: Settings, turns: Sequence[str], runs: int 
         "map_ms_per_turn": summary(per_turn, 2),
         "map_cpu_ms_per_turn": summary(per_turn_cpu, 2),
         "json_kb": round(sum(sizes) / len(sizes) / 1024, 1),
+        "figure_json": last_json,
     }
 
 
-def run(settings: Settings, sizes: Sequence[int], turns: Sequence[str], runs: int, log: Callable[[str], None]):
+def browser_draw(figure_json: str, chromium: str = "/usr/lib/chromium/chromium", repeat: int = 3) -> dict[str, Any]:
+    """How long headless Chromium (software WebGL: SwiftShader, no GPU here) takes to draw the figure with the
+    plotly.js that ships with plotly (``Plotly.newPlot`` to its promise), in ms: the median of ``repeat`` draws."""
+    import pathlib
+    import statistics
+
+    import plotly
+    from playwright.sync_api import sync_playwright
+
+    script = pathlib.Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    with tempfile.TemporaryDirectory(prefix="bench-map-page-") as folder:
+        page_path = pathlib.Path(folder) / "map.html"
+        page_path.write_text(
+            f"<!doctype html><meta charset='utf-8'><div id='p' style='width:1300px;height:460px'></div>"
+            f"<script src='{script.as_uri()}'></script><script>const fig = {figure_json};"
+            "window.draw = () => { Plotly.purge('p'); const t0 = performance.now();"
+            " return Plotly.newPlot('p', fig.data, fig.layout).then(() => performance.now() - t0); };</script>",
+            encoding="utf-8",
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=chromium,
+                args=[
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--use-angle=swiftshader",
+                    "--enable-unsafe-swiftshader",
+                ],
+            )
+            page = browser.new_page(viewport={"width": 1400, "height": 600})
+            page.goto(page_path.as_uri())
+            draws = [page.evaluate("draw()") for _ in range(repeat)]
+            browser.close()
+    return {"draw_ms": round(statistics.median(draws), 1), "draws": [round(d, 1) for d in draws]}
+
+
+def run(
+    settings: Settings,
+    sizes: Sequence[int],
+    turns: Sequence[str],
+    runs: int,
+    log: Callable[[str], None],
+    browser: bool = False,
+):
     """One row per size: the shipped cards at their own size, replicas above it."""
     from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
     from retrieval.encoders import load_embedder
@@ -95,7 +142,12 @@ def run(settings: Settings, sizes: Sequence[int], turns: Sequence[str], runs: in
                 embedder = ReplicaEmbedder(load_embedder(s.embedding_model))
                 retriever = retriever_with_embedder(s, replicate_chunks(chunks, size, mark_titles=True), embedder)
             log(f"indexed in {time.perf_counter() - started:.0f} s; measuring the map over {len(turns)} turns x {runs}")
-            rows.append(measure(retriever, s, turns, runs))
+            row = measure(retriever, s, turns, runs)
+            figure = row.pop("figure_json")
+            if browser:
+                log(f"drawing the last turn's map in headless Chromium ({len(figure) / 2**20:.1f} MB of JSON)")
+                row["browser"] = browser_draw(figure)
+            rows.append(row)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     return {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -112,15 +164,16 @@ def format_report(report: dict[str, Any], command: str) -> str:
         f"load average at the end {report.get('load', '?')})",
         "",
         "| sub-chunks | PCA fit (ms) | keep in Chroma (ms) | load from Chroma (ms) | map per turn, wall median / p95 "
-        "(ms) | map per turn, CPU median / p95 (ms) | figure JSON (KB) | variance kept |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "(ms) | map per turn, CPU median / p95 (ms) | figure JSON (KB) | drawn in Chromium (ms) | variance kept |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["rows"]:
         t, c = r["map_ms_per_turn"], r["map_cpu_ms_per_turn"]
+        drawn = r["browser"]["draw_ms"] if "browser" in r else "–"
         lines.append(
             f"| {r['sub_chunks']:,} | {r['fit_ms']:,} | {r['save_ms']:,} | {r['load_ms']:,} | "
             f"{t['p50']} / {t['p95']} | {c['p50']} / {c['p95']} | {r['json_kb']:,} | "
-            f"{r['explained'][0]:.1%} + {r['explained'][1]:.1%} |"
+            f"{drawn} | {r['explained'][0]:.1%} + {r['explained'][1]:.1%} |"
         )
     return "\n".join(lines)
 
@@ -132,6 +185,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sizes", default="232,50000", metavar="N[,N...]", help="sub-chunk counts (default 232,50000)")
     p.add_argument("--runs", type=int, default=3, help="passes over the turns at each size (default 3)")
     p.add_argument("--limit", type=int, default=10, help="the first N labeled turns (default 10)")
+    p.add_argument(
+        "--browser",
+        action="store_true",
+        help="also time headless Chromium drawing the last turn's map (needs playwright)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     add_common(p)
     p.set_defaults(func=run_bench_map)
@@ -149,7 +207,14 @@ def run_bench_map(args: argparse.Namespace) -> int:
         raise ValueError("--runs and --limit must be at least 1.")
     turns = load_turns(settings, None)[0][: args.limit]
     logging.getLogger("retrieval").setLevel(logging.ERROR)
-    report = run(settings, sizes, turns, args.runs, log=lambda msg: print(f"bench-map: {msg}", file=sys.stderr))
+    report = run(
+        settings,
+        sizes,
+        turns,
+        args.runs,
+        log=lambda msg: print(f"bench-map: {msg}", file=sys.stderr, flush=True),
+        browser=args.browser,
+    )
     command = "python -m retrieval bench-map " + " ".join(sys.argv[2:])
     print(json.dumps(report, ensure_ascii=False) if args.json else format_report(report, command.strip()))
     return 0
