@@ -202,3 +202,9 @@ def test_a_map_being_made_says_how_far_it_is():
     assert "250 of 1,000 sub-chunks, 25%" in text and "next turn" in text
     failed = map_view.progress_text({"status": "failed", "error": "OSError: disk"})
     assert "could not be made (OSError: disk)" in failed
+
+
+def test_the_maps_collection_is_the_apps_own_never_offered_to_attach():
+    from retrieval.attach import own_collection
+
+    assert own_collection(projection.COLLECTION)
