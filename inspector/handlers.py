@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector import figures, render, state
+from inspector import figures, map_view, render, state
 from retrieval.context import REFUSAL, Context, build_context
 from retrieval.corpora import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
@@ -133,6 +133,7 @@ class TurnView(NamedTuple):
     rank_flow: go.Figure
     contributions: go.Figure
     k_sensitivity: go.Figure
+    turn_map: go.Figure  # the map below the columns (inspector.map_view)
     explain_doc: Any
     explain: str
     context: str
@@ -182,6 +183,7 @@ def _idle_view(message: str) -> TurnView:
         rank_flow=blank,
         contributions=blank,
         k_sensitivity=blank,
+        turn_map=map_view.idle_figure(),
         explain_doc=gr.Dropdown(choices=[], value=None),
         explain=render.render_explain_placeholder(),
         context=render.render_message("No context: the turn was not run.", "info"),
@@ -236,6 +238,7 @@ def render_details(turn: Turn, explain_id: str | None = None) -> dict[str, Any]:
         rank_flow=rank_flow,
         contributions=contrib,
         k_sensitivity=k_sens,
+        turn_map=map_view.for_turn(turn.retriever, result),
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
         context=render.render_context(turn.context),
@@ -675,3 +678,5 @@ def warm_up() -> None:
     settings = base_settings()
     retriever = get_retriever(settings)
     retriever.retrieve("warm-up turn", settings)
+    if retriever.dense is not None:  # the map of the shipped corpus: loaded from the store, or fitted once
+        map_view.projection.request(retriever.dense)

@@ -25,6 +25,7 @@ from inspector import (
     exercise_tab,
     handlers,
     jobs,
+    map_view,
     presenter,
     render,
     uploads,
@@ -92,7 +93,7 @@ def launch_options() -> dict[str, Any]:
         "theme": theme,
         "max_file_size": MAX_FILE_SIZE,
         "js": presenter.KEYS_JS,
-        "head": HEAD,
+        "head": HEAD + map_view.MAP_JS,  # the map's click and hover hooks
         "run_history": False,
         "app_kwargs": {"middleware": [Middleware(RefuseUploads)]},
     }
@@ -153,6 +154,7 @@ def build_inspector_tab(
     tour = _tour_bar(words)
     link_message = gr.HTML("", elem_id="link-message")  # a link's problems, at the top where they are seen
     outputs = {**_results(), **outputs_hint}
+    outputs["turn_map"] = map_view.build_panel()  # the map, right below the columns (presenter mode keeps it)
     with gr.Column(elem_id="compare-area", elem_classes=["no-present"]):
         panel = compare_view.build_panel(control_widget, link_message)  # compare mode (off by default), link
     _details(outputs)

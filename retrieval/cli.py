@@ -188,6 +188,7 @@ def run_index(args: argparse.Namespace) -> int:
         print(f"error: indexing {data.entry.name} {snap['status']}: {snap['error']}", file=sys.stderr)
         return 1
     _wait_calibration(data, settings)
+    _wait_map(data, settings)
     print(
         json.dumps(
             {
@@ -224,6 +225,21 @@ def _wait_calibration(data, settings: Settings, job=None) -> None:
         print(file=sys.stderr)
         if job.status == "failed":
             print(f"warning: calibrating {data.entry.name} failed: {job.error}", file=sys.stderr)
+
+
+def _wait_map(data, settings: Settings) -> None:
+    """Wait for the corpus's map (``retrieval.projection``, started when it was indexed), printing its progress: a
+    daemon thread would die with this process before the map is kept in the store."""
+    from retrieval import projection
+    from retrieval.corpora import retriever_for
+
+    store = retriever_for(data, settings).dense
+    job = projection.request(store) if store is not None else None
+    while job is not None and job.wait(1.0) is None and job.status == "running":
+        snap = job.snapshot()
+        print(f"\rmap: {snap['stage']} {snap['done']:,}/{snap['total']:,}   ", end="", file=sys.stderr, flush=True)
+    if job is not None:
+        print(f"\rmap: {'kept in the store' if job.status == 'done' else job.error}", file=sys.stderr)
 
 
 def run_calibrate(args: argparse.Namespace) -> int:

@@ -818,6 +818,9 @@ class IndexJob:
             else:
                 self.done = self.total
                 self.status = "done"
+                from retrieval import projection
+
+                projection.request(retriever.dense)  # the corpus's map, in the background (loaded if it is kept)
                 if (
                     calibrate_on_index(self.settings)
                     and self.data.key is not None

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "corpus--"
 SCHEMA = "corpus-v1"
-OWN_NAMES = ("judgments", "classroom")  # the app's other collections (judgments, class links): never attachable
+# the app's other collections (judgments, class links, ``retrieval.projection.COLLECTION``): never attachable
+OWN_NAMES = ("judgments", "classroom", "corpus-maps")
 PAGE = 1000  # rows per read or write: paged, so a corpus of any size opens in bounded memory per call
 STALE_WRITING_S = 3600.0  # a record still "writing" after an hour was left by a process that died while adding
 

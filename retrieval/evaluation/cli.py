@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval.evaluation import bench, lab, tune
+from retrieval.evaluation import bench, bench_map, lab, tune
 from retrieval.evaluation.evaluate import (
     CONFIGS,
     DEFAULT_DEPTH,
@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``eval``, ``bench`` and ``lab`` to the ``python -m retrieval`` parser."""
     register_eval(sub)
     bench.register(sub)
+    bench_map.register(sub)
     lab.register(sub)
     tune.register(sub)
 
