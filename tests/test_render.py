@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from inspector import render
+from inspector import badge, render
 from retrieval.context import REFUSAL, build_context
 from retrieval.fusion import reciprocal_rank_fusion, rrf_terms
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
@@ -190,12 +190,12 @@ def test_dropped_branch_shows_status_and_reason_not_an_empty_list():
     assert rows(html) == []
     assert 'class="dropped"' in html and "empty" in html
     assert "BM25 index is empty (simulated)" in html
-    assert "BM25 empty" in render.render_status(result) or "BM25 index is empty" in render.render_status(result)
+    assert "BM25 empty" in badge.render_status(result) or "BM25 index is empty" in badge.render_status(result)
 
 
 def test_everything_from_the_corpus_or_the_turn_is_escaped():
     result = make_result(bm25_status="failed", query=INJECTION)
-    html = "".join(columns(result).values()) + render.render_status(result) + render.render_message(INJECTION)
+    html = "".join(columns(result).values()) + badge.render_status(result) + render.render_message(INJECTION)
     html += render.render_explain(result, "c#0", CHUNKS)
     html += render.render_context(build_context(make_result(), CHUNKS, 1000))
     assert "<img" not in html and "<script" not in html and "</div><script>" not in html
@@ -248,7 +248,7 @@ def test_snippet_window_starts_near_the_first_match():
 
 
 def test_status_badge_names_the_level_the_why_and_the_timings():
-    html = render.render_status(make_result(bm25_status="empty", path="dense_only"))
+    html = badge.render_status(make_result(bm25_status="empty", path="dense_only"))
     assert 'class="status level-dense_only"' in html and ">dense_only<" in html
     assert "Dense only" in html
     assert "bm25 0.5 ms" in html and "total 45.0 ms" in html
@@ -294,13 +294,13 @@ def test_common_query_terms_are_marked_faintly_and_the_window_starts_at_a_rare_o
     assert out.startswith("…") and "<mark>C2</mark>" in out and "<mark>pill</mark>" in out
     full = render.highlight("a pill", terms, common=frozenset({"a"}))
     assert full == '<mark class="common">a</mark> <mark>pill</mark>'
-    legend = render.render_status(make_result(), terms, frozenset({"a"}))
+    legend = badge.render_status(make_result(), terms, frozenset({"a"}))
     assert "<mark>rare</mark>: c2, marked, pill" in legend and "low IDF): a" in legend
 
 
 def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_settings):
     """The badge carries the refusal rule's tests (issue 14): the failed one marked, every value escaped."""
-    from inspector.render import render_refusal, render_status
+    from inspector.badge import render_refusal, render_status
 
     result = mini.retrieve("<b>asdfghjkl</b> qwertyuiop", mini_settings)
     assert result.hybrid_path == "no_match" and result.refusal is not None and result.refusal.refused
