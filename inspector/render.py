@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 from typing import Literal
 
 from retrieval.context import Context
+from retrieval.rounding import round_half_up
 from retrieval.tokenize import analyze, detect_language, spans
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, RetrievalResult
 
@@ -59,7 +59,12 @@ def esc(value: object) -> str:
 
 def fmt5(x: float) -> str:
     """``x`` rounded half up to 5 decimals, as the RRF class writes it (0.032522... -> '0.03252')."""
-    return str(Decimal(repr(float(x))).quantize(Decimal("0.00001"), rounding=ROUND_HALF_UP))
+    return round_half_up(x, 5)
+
+
+def plural(n: int, word: str) -> str:
+    """``1 hit``, ``0 hits``, ``3 hits``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _num(x: float) -> str:
@@ -204,7 +209,7 @@ def _head(stage: Stage, chip: str, chip_class: str) -> str:
 
 def _branch_chip(branch: BranchResult) -> tuple[str, str]:
     if branch.status == "ok":  # 0 ms: answered from the per-turn cache (a moved control, a streamed turn's end)
-        return f"{len(branch.hits)} hits · {f'{branch.ms:.1f} ms' if branch.ms > 0 else 'cached'}", "ok"
+        return f"{plural(len(branch.hits), 'hit')} · {f'{branch.ms:.1f} ms' if branch.ms > 0 else 'cached'}", "ok"
     return esc(branch.status), "bad"
 
 
@@ -334,7 +339,10 @@ def render_fused(
     consensus = set(result.consensus)
     fusion = result.settings.get("fusion", "rrf")
     k = result.settings.get("rrf_k", 60)
-    w = result.weights
+    # only the branches that ran have a weight worth showing: with hybrid off it said "w_bm25=2" (and the note
+    # "BM25 weight x2") over a list BM25 never joined
+    ran = {n for n in ("bm25", "dense") if getattr(result, n).status == "ok"}
+    w = {n: v for n, v in result.weights.items() if n in ran}
     weights = " · ".join(f"w_{n}={_num(v)}" for n, v in w.items()) if w else ""
     chip = f"k={esc(k)} · {esc(weights)}" if fusion == "rrf" else f"convex · {esc(weights)}"
     top_k = _top_k(result)
@@ -356,8 +364,10 @@ def render_fused(
     ]
     if not body:
         body.append(_empty_list("nothing to fuse: no branch returned a list"))
-    note = f'<div class="note">{esc(result.weight_reason)}</div>' if getattr(result, "weight_reason", "") else ""
-    evidence = getattr(result, "weight_evidence", None)
+    fused_two = len(ran) == 2  # the weights and their reason matter only where two lists are fused
+    reason = getattr(result, "weight_reason", "") if fused_two else ""
+    note = f'<div class="note">{esc(reason)}</div>' if reason else ""
+    evidence = getattr(result, "weight_evidence", None) if fused_two else None
     if evidence:
         note += f'<div class="note evidence">{esc(weight_evidence_text(evidence))}</div>'
     return (

@@ -42,12 +42,12 @@ def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
     assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]  # then badge + columns
     # the pending badge's timings are the chips' (it said "ready in 1 ms" beside a dense chip of 30 ms)
     for stage, label in (("bm25", "BM25"), ("dense", "dense")):
-        chip = re.search(r"hits · ([0-9.]+) ms</span>", first[stage])
+        chip = re.search(r"hits? · ([0-9.]+) ms</span>", first[stage])
         assert chip and f"{label} {chip.group(1)}" in first["status"], (stage, first["status"])
     assert "rerank … · total … ms" in first["status"]
     # the branches ran once, for the first step: the whole turn reports that time, never "cached" on a first run
     for stage in ("bm25", "dense"):
-        assert "cached" not in columns[stage] and re.search(r"hits · [0-9.]+ ms</span>", columns[stage]), stage
+        assert "cached" not in columns[stage] and re.search(r"hits? · [0-9.]+ ms</span>", columns[stage]), stage
     assert "BM25 0.0 " not in columns["status"]
     # then everything below the columns, in an event of its own, from the cache
     details = dict(zip(handlers.DETAILS, ui.turn_details(text, *control_values(), None, None)))

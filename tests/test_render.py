@@ -6,6 +6,7 @@ with the real ``reciprocal_rank_fusion``; expected numbers are written as the cl
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
@@ -314,3 +315,21 @@ def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_setti
     near = render_refusal(mini.retrieve("GlucoSense GS-40 error E-07 on my printer", mini_settings))
     assert 'class="note"' in near and "1 word no card uses ('printer'): not judged" in html.unescape(near)
     assert render_refusal(mini.retrieve("GS-40 E-07", mini_settings.replace(refusal_rule="cosine"))) == ""
+
+
+def test_one_hit_is_one_hit():
+    result = make_result()
+    one = dataclasses.replace(result, bm25=dataclasses.replace(result.bm25, hits=result.bm25.hits[:1]))
+    assert "1 hit ·" in columns(one)["bm25"] and "1 hits" not in columns(one)["bm25"]
+    assert "4 hits ·" in columns(result)["bm25"] and render.plural(0, "hit") == "0 hits"
+
+
+def test_with_hybrid_off_the_fused_column_shows_no_bm25_weight():
+    result = dataclasses.replace(
+        make_result(bm25_status="disabled", path="dense_only", weights={"bm25": 2.0, "dense": 1.0}),
+        weight_reason="exact tokens in the turn (gs-40): BM25 weight x2",
+    )
+    fused = columns(result)["rrf"]
+    assert "w_bm25" not in fused and "BM25 weight x2" not in fused and "w_dense=1" in fused
+    both = dataclasses.replace(make_result(weights={"bm25": 2.0, "dense": 1.0}), weight_reason="BM25 weight x2")
+    assert "w_bm25=2" in columns(both)["rrf"] and "BM25 weight x2" in columns(both)["rrf"]
