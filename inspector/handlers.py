@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector import badge, figures, render, state
+from inspector import badge, figures, render, state, turn_notes
 from retrieval.context import REFUSAL, Context, build_context
 from retrieval.corpora import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
@@ -219,7 +219,9 @@ def _terms(turn: Turn) -> tuple[frozenset[str], frozenset[str]]:
 
 def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
     """Render-ready values for an executed turn."""
-    return TurnView(message="", **columns_html(turn), **render_details(turn, explain_id))
+    return TurnView(
+        message=turn_notes.calibration_note(turn.corpus), **columns_html(turn), **render_details(turn, explain_id)
+    )
 
 
 # The page streams a turn's badge and columns (``COLUMNS``), then fills everything below them (``DETAILS``) in an
@@ -522,7 +524,7 @@ def _guarded_columns(
         turn = execute(query, controls, corpus or None)
         if first is not None:
             turn = dataclasses.replace(turn, result=badge.carry_timings(turn.result, first))
-        return _view(message="", **columns_html(turn))
+        return _view(message=turn_notes.calibration_note(corpus), **columns_html(turn))
 
     return _guarded(make)
 
@@ -531,7 +533,7 @@ def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:
     """A streamed turn's first step: the badge so far, BM25, dense and fused columns, the reranked column waiting;
     everything below the columns is left as it is until the whole turn arrives."""
     return _view(
-        message="",
+        message=turn_notes.calibration_note(turn.corpus),
         **columns_html(turn, ("bm25", "dense", "rrf"), status=False),
         status=badge.render_pending_status(turn.result, pairs, *_terms(turn)),
         reranked=badge.pending_column(pairs),
