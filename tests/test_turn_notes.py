@@ -12,7 +12,7 @@ from tests.conftest import control_values
 
 
 def test_the_picker_gives_the_size_of_the_corpus_in_use(ui):
-    labels = dict((name, label) for label, name in data_tab.picker_choices())
+    labels = {name: label for label, name in data_tab.picker_choices()}
     assert "not loaded yet" not in labels[SHIPPED] and re.search(r"\d+ sub-chunks", labels[SHIPPED]), labels[SHIPPED]
 
 
