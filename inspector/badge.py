@@ -230,12 +230,12 @@ BRANCH_TIMINGS = ("bm25", "embed_query", "chroma_query")
 def carry_timings(final: RetrievalResult, first: RetrievalResult) -> RetrievalResult:
     """``final`` (a streamed turn's last step, whose branches came from the per-turn cache, 0 ms) with the branch
     times of ``first`` (its first step, which ran them): a first run never says "cached" with 0.0 ms. The total
-    counts them too. A branch whose hits differ between the two steps keeps its own time."""
+    counts them too. A branch the first step also read from the cache (an earlier turn ran it) stays "cached"."""
     changes: dict[str, object] = {}
     timings = dict(final.timings_ms)
     for name in ("bm25", "dense"):
         done, ran = getattr(final, name), getattr(first, name)
-        if done.status == "ok" and done.ms <= 0 < ran.ms and done.hits == ran.hits:
+        if done.status == ran.status == "ok" and done.ms <= 0 < ran.ms:
             changes[name] = dataclasses.replace(done, ms=ran.ms)
     carried = 0.0
     for key in BRANCH_TIMINGS:

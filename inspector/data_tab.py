@@ -462,8 +462,9 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     with gr.Row(equal_height=True):
         upload = gr.File(label="Upload a corpus", file_types=UPLOAD_TYPES, elem_id="corpus-upload", scale=4)
         with gr.Column(scale=2):
-            name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1)
-            add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add")
+            with gr.Row(equal_height=True):
+                name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1, scale=3, min_width=120)
+                add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add", scale=2, min_width=120)
             # Where one looks after dropping a file: its validation errors, the indexing progress and the success,
             # beside the drop zone, in the first screen at 1280x720 (they were at y=990, below the calibration).
             message = gr.HTML("", elem_id="data-message")

@@ -58,9 +58,12 @@ def test_a_first_streamed_run_reports_the_time_its_branches_took():
     assert carried.bm25.ms == 0.5 and carried.dense.ms == 12.5
     assert carried.timings_ms["embed_query"] == 10.0 and carried.timings_ms["total"] == 301.0 + 13.0
     assert "BM25 0.5 · dense 12.5" in badge.render_status(carried)
-    # a branch whose list changed between the steps keeps its own (cache) time
-    other = dataclasses.replace(first, bm25=dataclasses.replace(first.bm25, hits=first.bm25.hits[:1]))
-    assert badge.carry_timings(final, other).bm25.ms == 0.0
+    # the first step ran at a shallower depth (no reranker head): its list may be shorter, its time is the turn's
+    shorter = dataclasses.replace(first, bm25=dataclasses.replace(first.bm25, hits=first.bm25.hits[:1]))
+    assert badge.carry_timings(final, shorter).bm25.ms == 0.5
+    # a branch the first step read from the cache too (an earlier turn ran it) stays "cached"
+    cached = dataclasses.replace(first, bm25=dataclasses.replace(first.bm25, ms=0.0))
+    assert badge.carry_timings(final, cached).bm25.ms == 0.0
 
 
 def _decision(refused: bool, tests: tuple[RefusalTest, ...]) -> RefusalDecision:
