@@ -29,7 +29,7 @@ from retrieval.evaluation.lab import (
     parse_scored,
     score_fusions,
 )
-from retrieval.exercises import round5  # five decimals, half up, as the class rounds (1/64 -> 0.01563)
+from retrieval.rounding import round_half_up
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +85,10 @@ def term_table_html(table: Mapping[str, Any]) -> str:
             else:
                 w = table["weights"][n]
                 label = f"1/({k}+{rank})" if w == 1 else f"{w:g}/({k}+{rank})"
-                cells.append(f"<td>{rank}</td><td title='{esc(label)}'>{r['terms'][n]:.6f}</td>")
+                cells.append(f"<td>{rank}</td><td title='{esc(label)}'>{round_half_up(r['terms'][n], 6)}</td>")
         rows.append(
             f"<tr><td>{r['rank']}. <b>{esc(r['doc'])}</b></td>{''.join(cells)}"
-            f"<td>{esc(r['formula'])}</td><td class='sum'>{r['score']:.6f}</td></tr>"
+            f"<td>{esc(r['formula'])}</td><td class='sum'>{round_half_up(r['score'], 6)}</td></tr>"
         )
     weights = ", ".join(f"{esc(n)} w={table['weights'][n]:g}" for n in names)
     return (
@@ -101,7 +101,7 @@ def term_table_html(table: Mapping[str, Any]) -> str:
 def lessons_html(table: Mapping[str, Any]) -> str:
     """The lessons of ``retrieval.evaluation.lab.lessons`` as an escaped list."""
     items = "".join(f"<li>{esc(line)}</li>" for line in table["lessons"])
-    order = " &gt; ".join(f"{esc(r['doc'])} ({round5(r['score'])})" for r in table["rows"])
+    order = " &gt; ".join(f"{esc(r['doc'])} ({round_half_up(r['score'])})" for r in table["rows"])
     return f"<div class='rrf-class'><p><b>Fused order:</b> {order}</p><ul>{items}</ul></div>"
 
 
@@ -177,7 +177,7 @@ def fusions_html(result: Mapping[str, Any], scored: Mapping[str, Sequence[tuple[
 
     def column(title: str, items: Sequence[tuple[str, float]], note: str) -> str:
         rows = "".join(
-            f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{round5(s)}</td></tr>" for i, (d, s) in enumerate(items, 1)
+            f"<tr><td>{i}. <b>{esc(d)}</b></td><td>{round_half_up(s)}</td></tr>" for i, (d, s) in enumerate(items, 1)
         )
         return (
             f"<div style='flex:1;min-width:200px'><h4>{esc(title)}</h4><table><tbody>{rows}</tbody></table>"

@@ -36,8 +36,19 @@ def _settings():
     return handlers.base_settings()
 
 
-def picker_choices() -> list[tuple[str, str]]:
-    return [(e.label(), e.name) for e in _registry().entries()]
+def picker_choices(active: str | None = None) -> list[tuple[str, str]]:
+    """The picker's (label, name) of every corpus. The shipped cards and the session's ``active`` corpus are in use,
+    so loaded (cached): their labels give their size, never "not loaded yet"."""
+    registry = _registry()
+    out = []
+    for entry in registry.entries():
+        if not entry.chunks and entry.name in {SHIPPED, active or SHIPPED}:
+            try:
+                entry = registry.load(entry).entry
+            except Exception:  # the label stays as the registry gives it; opening it reports the problem
+                log.debug("corpus %s not loaded for its label", entry.name, exc_info=True)
+        out.append((entry.label(), entry.name))
+    return out
 
 
 def _message(text: str, kind: str = "error") -> str:
@@ -188,7 +199,7 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
         + "".join(f"\n{n}" for n in data.notes),
         "info",
     )
-    return (message, *out[1:], gr.Dropdown(choices=picker_choices(), value=data.entry.name))
+    return (message, *out[1:], gr.Dropdown(choices=picker_choices(data.entry.name), value=data.entry.name))
 
 
 def poll(pending: str | None, current: str | None) -> tuple:
@@ -296,7 +307,7 @@ def attach_collection(
             f"{collection}: {data.entry.chunks:,} sub-chunks, {note}; its vectors match {data.entry.model}.", "info"
         ),
         *out[1:],
-        gr.Dropdown(choices=picker_choices(), value=data.entry.name),
+        gr.Dropdown(choices=picker_choices(data.entry.name), value=data.entry.name),
         token,
     )
 
@@ -451,8 +462,14 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     with gr.Row(equal_height=True):
         upload = gr.File(label="Upload a corpus", file_types=UPLOAD_TYPES, elem_id="corpus-upload", scale=4)
         with gr.Column(scale=2):
-            name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1)
-            add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add")
+            with gr.Row(equal_height=True):
+                name = gr.Textbox(label="Name (optional)", elem_id="corpus-name", max_lines=1, scale=3, min_width=120)
+                add = gr.Button("Validate and index", variant="primary", elem_id="corpus-add", scale=2, min_width=120)
+            # Where one looks after dropping a file: its validation errors, the indexing progress and the success,
+            # beside the drop zone, in the first screen at 1280x720 (they were at y=990, below the calibration).
+            message = gr.HTML("", elem_id="data-message")
+            progress = gr.HTML(progress_html(None), elem_id="index-progress")
+            cancel_btn = gr.Button("Cancel indexing", elem_id="index-cancel", size="sm")
     with gr.Row(equal_height=True):
         refusal = gr.Textbox(
             label="Refusal text of the picked corpus (what the assistant says when it finds nothing)",
@@ -488,10 +505,6 @@ def build_data_tab(corpus: gr.Textbox) -> None:
                 label="Text field (default: documents)", elem_id="attach-text-field", max_lines=1, scale=2
             )
             attach_btn = gr.Button("Attach", elem_id="attach-go", scale=1)
-    message = gr.HTML("", elem_id="data-message")
-    with gr.Row(equal_height=True):
-        progress = gr.HTML(progress_html(None), elem_id="index-progress")
-        cancel_btn = gr.Button("Cancel indexing", elem_id="index-cancel", scale=0, min_width=160)
     timer = gr.Timer(POLL_S, active=False)
     private: dict[str, Any] = dict(api_visibility="private")
     state_out = [message, progress, corpus, pending, timer]
@@ -515,12 +528,14 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     )
     refusal_btn.click(save_refusal, [picker, refusal, owner], [message, refusal], **private)
     refresh.click(
-        lambda: (gr.Dropdown(choices=picker_choices()), gr.Dropdown(choices=attachable_choices())),
-        None,
+        lambda active: (gr.Dropdown(choices=picker_choices(active)), gr.Dropdown(choices=attachable_choices())),
+        corpus,
         [picker, collections],
         **private,
     )
     corpus.change(active_html, corpus, active, **private)
+    # the corpus now in use is loaded: the picker gives its size (it said "not loaded yet" for the corpus in use)
+    corpus.change(lambda c: gr.Dropdown(choices=picker_choices(c)), corpus, picker, **private)
     root = gr.context.Context.root_block  # each page load lists the corpora indexed since the app started
     if root is not None:
         root.load(

@@ -8,6 +8,7 @@ does not change a branch list moves. Handlers never raise: a bad turn or a bad s
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import inspect
 import itertools
 import json
@@ -27,7 +28,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import plotly.graph_objects as go
 
-from inspector import figures, map_view, render, state
+from inspector import badge, figures, map_view, render, state, turn_notes
 from retrieval.context import REFUSAL, Context, build_context
 from retrieval.corpora import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
@@ -175,7 +176,7 @@ def _idle_view(message: str) -> TurnView:
     blank = figures.message_figure("Run a turn to draw this chart.")
     return TurnView(
         message=render.render_message(message),
-        status=render.status_placeholder("Not run: fix the turn or settings."),
+        status=badge.status_placeholder("Not run: fix the turn or settings."),
         bm25=render.placeholder("bm25"),
         dense=render.placeholder("dense"),
         rrf=render.placeholder("rrf"),
@@ -199,8 +200,7 @@ def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool =
     """The level badge (``status``) and the HTML of the columns in ``stages``, for an executed turn."""
     result, chunks = turn.result, turn.retriever.by_id
     colors = render.doc_colors(result)
-    terms = render.query_terms(result.query, turn.settings.bm25_tokenizer)
-    common = common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
+    terms, common = _terms(turn)
     make = {
         "bm25": lambda: render.render_branch(result, "bm25", chunks, colors, terms, common),
         "dense": lambda: render.render_branch(result, "dense", chunks, colors, terms, common),
@@ -209,13 +209,21 @@ def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool =
     }
     out = {stage: make[stage]() for stage in stages}
     if status:
-        out["status"] = render.render_status(result, terms, common)
+        out["status"] = badge.render_status(result, terms, common)
     return out
+
+
+def _terms(turn: Turn) -> tuple[frozenset[str], frozenset[str]]:
+    """The turn's BM25 query terms and those of them common in the corpus (highlighted faintly)."""
+    terms = render.query_terms(turn.result.query, turn.settings.bm25_tokenizer)
+    return terms, common_terms(turn.retriever, terms, turn.settings.bm25_tokenizer)
 
 
 def render_turn(turn: Turn, explain_id: str | None = None) -> TurnView:
     """Render-ready values for an executed turn."""
-    return TurnView(message="", **columns_html(turn), **render_details(turn, explain_id))
+    return TurnView(
+        message=turn_notes.calibration_note(turn.corpus), **columns_html(turn), **render_details(turn, explain_id)
+    )
 
 
 # The page streams a turn's badge and columns (``COLUMNS``), then fills everything below them (``DETAILS``) in an
@@ -372,11 +380,11 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
         return _only(_idle_view(""), DETAILS)
 
 
-# The newest turn event of each browser session: the server's half of "the newest action wins". The page cancels
-# older turn events before each new one (ui._newest_wins), but a cancel can miss an event the browser has not
-# finished submitting. Each turn event therefore carries the page's own count of turn actions (``ui.turn_seq_js``
-# stamps it as the event's last input, in the order the person acted), and a streamed turn drops its remaining
-# steps once a higher count of its session has reached the server, whichever of the two started first here.
+# The newest turn event of each browser session: "the newest action wins" (no Gradio cancels: see ui._wire). Each
+# turn event carries the page's own count of turn actions (``ui.turn_seq_js`` stamps it as the event's last input,
+# in the order the person acted); a streamed turn does not start, or drops its remaining steps, once a higher count
+# of its session has reached the server, whichever of the two started first here. Its badge carries the count
+# (``data-seq``) beside the settings it was computed with.
 _NEWEST: dict[str, float] = {}
 # What the newest turn of each session searched (its query, controls and corpus): the details event that follows a
 # streamed turn fills the page below the columns only for that turn (``newest_details``).
@@ -424,7 +432,11 @@ def newest_only(stream: Any, explained: bool = False) -> Any:
             if mine >= _NEWEST.get(session, mine):
                 _NEWEST[session] = mine
                 _NEWEST_TURN[session] = _turn_key(values, explained)
+        if _NEWEST.get(session, mine) > mine:  # a newer action arrived first: this one's work would be dropped
+            yield unchanged_columns()
+            return
         for step in stream(*values):
+            step = stamp_seq(step, mine)
             with _HANDED_ON:
                 _HANDED_ON.wait_for(
                     lambda: not any(s < mine for s in _IN_FLIGHT.get(session, {})), timeout=OLDER_STEP_WAIT_S
@@ -444,12 +456,23 @@ def newest_only(stream: Any, explained: bool = False) -> Any:
                     if not flying:
                         _IN_FLIGHT.pop(session, None)
                     _HANDED_ON.notify_all()
-        else:  # every step went out
-            return
-        yield unchanged_columns()  # the rest was dropped: end on a step that changes nothing (see its docstring)
+        # Every stream ends on a step that changes nothing: Gradio's closing message repeats the last step, and
+        # that repeat of an older turn could otherwise land after a newer turn's first step (see its docstring).
+        yield unchanged_columns()
 
     event.__name__ = stream.__name__
     return event
+
+
+def stamp_seq(step: tuple[Any, ...], seq: float) -> tuple[Any, ...]:
+    """``step`` with the page's count of the action it answers on its badge (``data-seq``): a page, or a test,
+    knows the badge shows the newest action's result when it equals the page's own count."""
+    i = COLUMNS.index("status")
+    status = step[i] if len(step) > i else None
+    if not isinstance(status, str) or not status.startswith("<div"):
+        return step
+    stamped = f'<div data-seq="{int(seq)}"' + status[len("<div") :]
+    return (*step[:i], stamped, *step[i + 1 :])
 
 
 def newest_details(details: Any) -> Any:
@@ -491,22 +514,32 @@ def _stream(query: Any, controls: dict[str, Any], corpus: str | None) -> Iterato
         # The fused list goes out before the cross-encoder starts: its two threads would take both cores from the
         # message that carries it. A turn whose pairs are all cached (most control changes) is shown once.
         yield _only(partial_view(fused, min(settings.reranker_max_input, len(result.fused))), COLUMNS)
-    yield _only(_guarded_columns(query, controls, corpus), COLUMNS)
+    yield _only(_guarded_columns(query, controls, corpus, first=result), COLUMNS)
 
 
-def _guarded_columns(query: Any, controls: dict[str, Any], corpus: str | None) -> TurnView | tuple[Any, ...]:
-    """The badge and the four columns of the whole turn (other outputs skipped), or its error in words."""
-    return _guarded(lambda: _view(message="", **columns_html(execute(query, controls, corpus or None))))
+def _guarded_columns(
+    query: Any, controls: dict[str, Any], corpus: str | None, first: RetrievalResult | None = None
+) -> TurnView | tuple[Any, ...]:
+    """The badge and the four columns of the whole turn (other outputs skipped), or its error in words. ``first``:
+    the streamed turn's first step, whose branch times the whole turn reports (it reads them from the cache)."""
+
+    def make() -> tuple[Any, ...]:
+        turn = execute(query, controls, corpus or None)
+        if first is not None:
+            turn = dataclasses.replace(turn, result=badge.carry_timings(turn.result, first))
+        return _view(message=turn_notes.calibration_note(corpus), **columns_html(turn))
+
+    return _guarded(make)
 
 
 def partial_view(turn: Turn, pairs: int) -> tuple[Any, ...]:
     """A streamed turn's first step: the badge so far, BM25, dense and fused columns, the reranked column waiting;
     everything below the columns is left as it is until the whole turn arrives."""
     return _view(
-        message="",
+        message=turn_notes.calibration_note(turn.corpus),
         **columns_html(turn, ("bm25", "dense", "rrf"), status=False),
-        status=render.render_pending_status(turn.result, pairs),
-        reranked=render.pending_column(pairs),
+        status=badge.render_pending_status(turn.result, pairs, *_terms(turn)),
+        reranked=badge.pending_column(pairs),
     )
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 from typing import Literal
 
 from retrieval.context import Context
-from retrieval.query import normalisation_note, reveal_invisible
+from retrieval.rounding import round_half_up
 from retrieval.tokenize import analyze, detect_language, spans
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, RetrievalResult
 
@@ -60,7 +59,12 @@ def esc(value: object) -> str:
 
 def fmt5(x: float) -> str:
     """``x`` rounded half up to 5 decimals, as the RRF class writes it (0.032522... -> '0.03252')."""
-    return str(Decimal(repr(float(x))).quantize(Decimal("0.00001"), rounding=ROUND_HALF_UP))
+    return round_half_up(x, 5)
+
+
+def plural(n: int, word: str) -> str:
+    """``1 hit``, ``0 hits``, ``3 hits``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _num(x: float) -> str:
@@ -205,7 +209,7 @@ def _head(stage: Stage, chip: str, chip_class: str) -> str:
 
 def _branch_chip(branch: BranchResult) -> tuple[str, str]:
     if branch.status == "ok":  # 0 ms: answered from the per-turn cache (a moved control, a streamed turn's end)
-        return f"{len(branch.hits)} hits · {f'{branch.ms:.1f} ms' if branch.ms > 0 else 'cached'}", "ok"
+        return f"{plural(len(branch.hits), 'hit')} · {f'{branch.ms:.1f} ms' if branch.ms > 0 else 'cached'}", "ok"
     return esc(branch.status), "bad"
 
 
@@ -335,7 +339,10 @@ def render_fused(
     consensus = set(result.consensus)
     fusion = result.settings.get("fusion", "rrf")
     k = result.settings.get("rrf_k", 60)
-    w = result.weights
+    # only the branches that ran have a weight worth showing: with hybrid off it said "w_bm25=2" (and the note
+    # "BM25 weight x2") over a list BM25 never joined
+    ran = {n for n in ("bm25", "dense") if getattr(result, n).status == "ok"}
+    w = {n: v for n, v in result.weights.items() if n in ran}
     weights = " · ".join(f"w_{n}={_num(v)}" for n, v in w.items()) if w else ""
     chip = f"k={esc(k)} · {esc(weights)}" if fusion == "rrf" else f"convex · {esc(weights)}"
     top_k = _top_k(result)
@@ -357,8 +364,10 @@ def render_fused(
     ]
     if not body:
         body.append(_empty_list("nothing to fuse: no branch returned a list"))
-    note = f'<div class="note">{esc(result.weight_reason)}</div>' if getattr(result, "weight_reason", "") else ""
-    evidence = getattr(result, "weight_evidence", None)
+    fused_two = len(ran) == 2  # the weights and their reason matter only where two lists are fused
+    reason = getattr(result, "weight_reason", "") if fused_two else ""
+    note = f'<div class="note">{esc(reason)}</div>' if reason else ""
+    evidence = getattr(result, "weight_evidence", None) if fused_two else None
     if evidence:
         note += f'<div class="note evidence">{esc(weight_evidence_text(evidence))}</div>'
     return (
@@ -467,161 +476,7 @@ def placeholder(stage: Stage, text: str = "Run a turn to fill this column.") -> 
     return f'<div class="col col-{stage}">{_head(stage, "–", "idle")}<div class="rows">{_empty_list(text)}</div></div>'
 
 
-# ----------------------------------------------------------------------------------------- status, panels
-def render_status(
-    result: RetrievalResult, terms: frozenset[str] = frozenset(), common: frozenset[str] = frozenset()
-) -> str:
-    """The level badge with its reason in words, branch states, per-stage timings and the highlight legend."""
-    level = result.hybrid_path
-    branches = []
-    for b in (result.bm25, result.dense):
-        label = "BM25" if b.name == "bm25" else "Dense"
-        state = "ok" if b.status == "ok" else b.status
-        why = f": {b.reason}" if b.status != "ok" and b.reason else ""
-        branches.append(
-            f'<span class="chip {"ok" if b.status == "ok" else "bad"}">{esc(label)} {esc(state)}{esc(why)}</span>'
-        )
-    rerank = "ok" if result.reranked else (result.reranker_status or "not run")
-    branches.append(f'<span class="chip {"ok" if result.reranked else "bad"}">reranker {esc(rerank)}</span>')
-    timings = timing_summary(result.timings_ms)
-    all_timings = " · ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
-    return (
-        f'<div class="status level-{esc(level)}"><div class="status-top">'
-        f'<span class="badge">{esc(level)}</span>'
-        f'<span class="level-words">{esc(LEVEL_WORDS.get(level, level))}</span></div>'
-        f'<div class="turn-why"><div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>'
-        f"{_why(result.reason)}</div>{_typed(result)}{render_refusal(result)}"
-        f'<div class="facts"><div class="chips">{"".join(branches)}</div>'
-        f'<div class="timings"><span title="{esc(all_timings)}">{esc(timings)}</span> '
-        f'<span class="hint">(≈0 ms = cached)</span>'
-        f"</div>{_legend(terms, common)}</div></div>"
-    )
-
-
-# The badge's one-line timing summary: the stages a person compares (each stage's own time is in the tooltip).
-TIMING_GROUPS = (
-    ("BM25", ("bm25",)),
-    ("dense", ("embed_query", "chroma_query", "dense")),
-    ("fusion", ("fusion",)),
-    ("rerank", ("rerank",)),
-    ("total", ("total",)),
-)
-
-
-def timing_summary(timings: Mapping[str, float]) -> str:
-    """``BM25 0.4 · dense 31.2 · fusion 0.3 · rerank 290.1 · total 325.0 ms`` (stages that did not run left out)."""
-    parts = [
-        f"{label} {sum(timings[k] for k in keys if k in timings):.1f}"
-        for label, keys in TIMING_GROUPS
-        if any(k in timings for k in keys)
-    ]
-    return "timings: " + " · ".join(parts) + " ms" if parts else "timings: –"
-
-
-def render_refusal(result: RetrievalResult) -> str:
-    """The refusal rule's evidence: every test with its value and threshold (✗ the failed ones), and the evidence
-    that was unavailable at this level (e.g. no cross-encoder on rrf_only) and why."""
-    decision = getattr(result, "refusal", None)
-    if decision is None:
-        return ""
-    rows = "".join(
-        f'<li class="{"pass" if t.passed else "fail"}">{"✓" if t.passed else "✗"} {esc(t.sentence)}'
-        f"{esc(_threshold_origin(t.name, result.settings))}</li>"
-        for t in decision.tests
-    )
-    missing = "".join(f'<li class="unavailable">– {esc(u)}</li>' for u in decision.unavailable)
-    missing += "".join(f'<li class="note">· {esc(n)}</li>' for n in getattr(decision, "notes", ()))
-    source = getattr(decision, "thresholds", "defaults")
-    if source and source != "defaults":  # a corpus's own calibration chose the thresholds: say so
-        missing += f'<li class="thresholds">thresholds {esc(source)}</li>'
-    verdict = "refused" if decision.refused else "answered"
-    return (
-        f'<details class="refusal-evidence {verdict}" {"open" if decision.refused else ""}><summary>Refusal rule '
-        f"({esc(decision.rule)}): <b>{verdict}</b>: {esc(decision.reason)}</summary>"
-        f"<ul>{rows}{missing}</ul></details>"
-    )
-
-
-# The refusal rule's cosine tests compare against MIN_SIMILARITY plus a margin (retrieval.pipeline builds the
-# thresholds): the badge says where a number such as 0.64 comes from, since the slider shows only MIN_SIMILARITY.
-_MARGINS = {
-    "cosine rescue": ("refusal_rescue_margin", "REFUSAL_RESCUE_MARGIN"),
-    "cosine": ("refusal_fallback_margin", "REFUSAL_FALLBACK_MARGIN"),
-}
-
-
-def _threshold_origin(test: str, settings: Mapping[str, object]) -> str:
-    """`` (= MIN_SIMILARITY 0.55 + REFUSAL_RESCUE_MARGIN 0.09)`` for a cosine test of the refusal rule, else ""."""
-    if test not in _MARGINS:
-        return ""
-    attr, env = _MARGINS[test]
-    try:
-        base, margin = float(settings["min_similarity"]), float(settings[attr])
-    except (KeyError, TypeError, ValueError):
-        return ""
-    return f" (threshold = MIN_SIMILARITY {base:g} + {env} {margin:g})"
-
-
-def _typed(result: RetrievalResult) -> str:
-    """What was typed, when the searched turn differs from it (invisible characters shown as ⟨U+XXXX⟩)."""
-    typed = getattr(result, "typed_query", "")
-    if not typed:
-        return ""
-    return (
-        f'<div class="turn typed">normalised from what was typed: <code>{esc(reveal_invisible(typed))}</code> '
-        f"({esc(normalisation_note(typed))})</div>"
-    )
-
-
-def _legend(terms: frozenset[str], common: frozenset[str]) -> str:
-    if not terms:
-        return ""
-    rare = sorted(terms - common)
-    common_html = (
-        f' · <mark class="common">common</mark> (in &gt; {COMMON_SHARE:.0%} of sub-chunks, low IDF): '
-        f"{esc(', '.join(sorted(common)))}"
-        if common
-        else ""
-    )
-    return f'<div class="legend">BM25 query terms: <mark>rare</mark>: {esc(", ".join(rare)) or "–"}{common_html}</div>'
-
-
-def _why(reason: str) -> str:
-    # The pipeline's reason is "<level in words>: <why>, ..."; the badge already says the level, so show the why.
-    _, sep, why = reason.partition(": ")
-    return f'<div class="reason"><b>Why:</b> {esc(why)}</div>' if sep and why else ""
-
-
-def render_pending_status(result: RetrievalResult, pairs: int) -> str:
-    """The badge while the cross-encoder works (a streamed turn's first step): the branches and fusion are on
-    screen; the level so far is ``rrf_only`` until the reranked list arrives."""
-    ready = sum(v for k, v in result.timings_ms.items() if k in {"bm25", "dense", "fusion"})
-    return (
-        f'<div class="status level-pending" data-step="fused"><div class="status-top">'
-        f'<span class="badge">rrf_only …</span>'
-        f'<span class="level-words">so far: BM25 + dense fused with RRF (ready in {ready:.0f} ms); the '
-        f"cross-encoder is scoring {pairs} pairs</span></div>"
-        f'<div class="turn"><b>Turn searched:</b> {esc(result.query)}</div>{_typed(result)}</div>'
-    )
-
-
-def pending_column(pairs: int) -> str:
-    """The reranked column while the cross-encoder scores the fused head."""
-    return (
-        f'<div class="col col-reranked pending">{_head("reranked", "scoring…", "idle")}'
-        f'<div class="rows"><div class="empty scoring">scoring {pairs} pairs with the cross-encoder…</div>'
-        f"</div></div>"
-    )
-
-
-def status_placeholder(text: str = "Type a turn and press Run.") -> str:
-    """The badge area before a run, or when a turn was rejected."""
-    return (
-        f'<div class="status level-idle"><div class="status-top"><span class="badge">idle</span>'
-        f'<span class="level-words">{esc(text)}</span></div></div>'
-    )
-
-
+# ------------------------------------------------------------------------ panels (the badge: inspector.badge)
 def render_message(text: str, kind: Literal["error", "info"] = "error") -> str:
     """The message panel: a rejected turn or a settings error, in words (never a stack trace)."""
     if not text:

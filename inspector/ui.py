@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from gradio.context import get_blocks_context
-from gradio.events import EventListenerMethod
-from gradio.utils import get_cancelled_fn_indices
 
 from inspector import (
+    badge,
     compare_eval,
     compare_view,
     corpus_words,
@@ -41,6 +39,8 @@ log = logging.getLogger(__name__)
 CSS = (Path(__file__).with_name("style.css")).read_text(encoding="utf-8")
 # Container queries and rules on <body> survive only outside Gradio's CSS processing: a <style> in the head.
 HEAD = "<style>" + (Path(__file__).with_name("head.css")).read_text(encoding="utf-8") + "</style>"
+# Enter in a slider's number box applies the value (enter_applies.js): a script of the page's head, run once.
+HEAD += "<script>" + (Path(__file__).with_name("enter_applies.js")).read_text(encoding="utf-8") + "</script>"
 
 
 # Gradio's cache: every DELETE_CACHE[0] s, files this app made that are older than DELETE_CACHE[1] s are deleted (and
@@ -160,7 +160,7 @@ def build_inspector_tab(
     _details(outputs)
     if turn_exercise is not None:  # the classroom's button, below the context and the export (exercise_tab wires it)
         turn_exercise.place(outputs["last_turn"])
-    slots, turn_events = _wire(query, run, examples, controls, outputs, corpus, tour)
+    turn_events = _wire(query, run, examples, controls, outputs, corpus, tour)
     compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
     presenter.wire(tour, present)
     if corpus is not None:
@@ -180,7 +180,6 @@ def build_inspector_tab(
         compare_view.wire_load(app, panel, query, controls, outputs, corpus)
         apply_tune(app)  # the Evaluation tab's Tune / Apply sets A and B here
         presenter.wire_load(app, present)
-        _newest_wins(app, slots, [outputs["status"], panel["link"]])
 
     return finish
 
@@ -316,7 +315,7 @@ def _results() -> dict[str, Any]:
     """The first screen's results: the message, the level badge and the four columns (the rest: ``_details``)."""
     o: dict[str, Any] = {}
     o["message"] = gr.HTML("", elem_id="message")
-    o["status"] = gr.HTML(render.status_placeholder(), elem_id="hybrid-path")
+    o["status"] = gr.HTML(badge.status_placeholder(), elem_id="hybrid-path")
     with gr.Column(elem_id="columns-wrap"):  # the container the columns' grid measures (style.css)
         with gr.Row(elem_id="columns", equal_height=False):
             for stage in handlers.STAGES:
@@ -347,42 +346,6 @@ def _details(o: dict[str, Any]) -> None:
         raise RuntimeError(f"ui outputs missing for {sorted(missing)}")
 
 
-def _cancel_slot(trigger: Any = None, after: Any = None) -> Any:
-    """A cancel event on ``trigger`` (e.g. ``run.click``) or after the event ``after``, placed before the turn event
-    there; ``_newest_wins`` fills in what it cancels once every event exists.
-
-    The page dispatches a trigger's events in order and waits for each one's run to finish before the next: the
-    separate cancel event Gradio's own ``cancels=`` adds after a listener fires only once that listener's run is
-    over, too late for a race. This is the same cancel event, placed first.
-    """
-    if trigger is not None:
-        targets, trigger_after = [EventListenerMethod(trigger.__self__, trigger.event_name)], None
-    else:
-        targets, trigger_after = [EventListenerMethod(None, "then")], get_cancelled_fn_indices([after])[0]
-    block_fn, _ = get_blocks_context().set_event_trigger(
-        targets,
-        fn=None,
-        inputs=None,
-        outputs=None,
-        queue=False,
-        preprocess=False,
-        api_visibility="private",
-        is_cancel_function=True,
-        trigger_after=trigger_after,
-    )
-    return block_fn
-
-
-def _newest_wins(app: gr.Blocks, slots: list[Any], marks: list[Any]) -> None:
-    """The newest action wins (issue 13, defect 2): every cancel slot cancels all the events that write the turn's
-    outputs or the compare view (found by the level badge or the share link among their outputs, a share link's
-    restore included), so an older result that is slower to compute can never arrive after a newer one and replace
-    it. A cancelled run's model scores still land in the per-turn cache; only its result is dropped."""
-    writers = sorted(i for i, fn in app.fns.items() if fn.fn is not None and any(m in fn.outputs for m in marks))
-    for slot in slots:
-        slot.cancels = writers
-
-
 def turn_seq_js(n: int) -> str:
     """The JS run in the page before a turn event with ``n`` inputs: its last input becomes the page's count of turn
     actions so far (``handlers.newest_only`` compares them). The function may also be given the outputs' values;
@@ -401,9 +364,15 @@ def _wire(
     o: dict[str, Any],
     corpus: gr.Textbox | None = None,
     tour: dict[str, Any] | None = None,
-) -> tuple[list[Any], list[Any]]:
-    """Wire the turn events; returns the cancel slots (see ``_newest_wins``) and the events that end a turn (its
-    details), after each of which compare mode and the share link refresh.
+) -> list[Any]:
+    """Wire the turn events; returns the events that end a turn (its details), after each of which compare mode
+    and the share link refresh.
+
+    The newest action wins on the server alone (``handlers.newest_only``), by the page's count of actions each turn
+    event carries: no Gradio ``cancels``. The page's cancel is asynchronous: it awaits one POST /cancel per running
+    event and looks the next event up only then, so a cancel put before a control's re-run cancelled that very
+    re-run once it had been submitted meanwhile (typing a k, then clicking Hybrid on, ended on the k's older result
+    with Hybrid unticked, about 1 time in 8); and an event not yet given its id by the server was answered 422.
 
     A turn is two events: the badge and the four columns, streamed (``handlers.stream_turn``), then everything
     below them (``handlers.turn_details``, from the cache). The ``run_turn`` API gives all of it in one call."""
@@ -412,11 +381,11 @@ def _wire(
     # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
     # handlers.build_settings, so "NaN", "inf" or a list sent to a slider through the API gets that message instead
     # of Gradio's own comparison failing with a traceback (issue 19, defect 8)
-    # trigger_mode "multiple" on every turn event, a control's re-run included: each action runs at once, after its
-    # cancel slot stopped the older ones. Gradio's default ("once") dropped a Run made while the previous one was
+    # trigger_mode "multiple" on every turn event, a control's re-run included: each action runs at once (the
+    # server drops an older one's steps). Gradio's default ("once") dropped a Run made while the previous one was
     # still running; "always_last" deferred a control's re-run until that control's previous run ended, and a
     # deferred re-run could then start after a newer Run and replace it (tests/test_e2e_race.py). No progress
-    # overlay: the badge's pending step is the turn's progress (a cancelled turn's overlay could stay on the badge).
+    # overlay: the badge's pending step is the turn's progress.
     seq = gr.Number(0, visible=False, elem_id="turn-seq")  # stamped by turn_seq_js: see handlers.newest_only
 
     def streamed(fn: Any, turn_inputs: list[Any], explained: bool) -> dict[str, Any]:  # a turn event's arguments
@@ -445,20 +414,16 @@ def _wire(
         show_progress="hidden",
         api_visibility="private",
     )
-    slots: list[Any] = []  # a cancel before each event that writes the turn's outputs (see _newest_wins)
     events: list[Any] = []
 
     def newest(trigger: Any, kw: dict[str, Any]) -> None:
-        slots.append(_cancel_slot(trigger))
         events.append(trigger(**kw).success(**details))
 
     def then_turn(event: Any) -> None:  # an event that fills the turn box, then the turn
-        slots.append(_cancel_slot(after=event))
         events.append(event.then(**turn).success(**details))
 
     # The API: the whole turn in one call (a hidden button: the page's Run streams, below)
     api = gr.Button(visible=False, elem_id="run-turn-api")
-    slots.append(_cancel_slot(api.click))  # never clicked in the page; like every writer of the badge, guarded
     api.click(
         handlers.run_turn,
         [*inputs, *tail],
@@ -485,7 +450,6 @@ def _wire(
             )
     for name, component in controls.items():
         if name == "embedding_model":  # its threshold is preselected first, then the turn re-runs
-            slots.append(_cancel_slot(component.input))
             changed = component.input(
                 handlers.on_model_change, inputs=component, outputs=controls["min_similarity"], api_visibility="private"
             )
@@ -498,4 +462,4 @@ def _wire(
         else:
             newest(component.input, rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"], api_visibility="private")
-    return slots, events
+    return events

@@ -51,6 +51,21 @@ def _cell(ok: bool | None) -> str:
     return f"<td class='{'pass' if ok else 'fail'}'>{'pass' if ok else 'FAIL'}</td>"
 
 
+def _n(value: Any) -> str:
+    """A value of the why-not table, escaped; a missing one (None) as a dash, never "None"."""
+    return "–" if value is None else esc(value)
+
+
+def _idf(value: Any) -> str:
+    """``idf 1.23``, or ``not in the index`` for a word no card uses (it printed "idf None")."""
+    return "not in the index" if value is None else f"idf {esc(value)}"
+
+
+def _rank(value: Any) -> str:
+    """``rank 3``, or ``not ranked`` for a card the list does not hold (it printed "rank None")."""
+    return "not ranked" if value is None else f"rank {esc(value)}"
+
+
 def render_why(why: WhyNot, side: str = "") -> str:
     """One card's stages as an escaped table, the verdict first."""
     b, d, f, ce = why.bm25, why.dense, why.fused, why.cross_encoder
@@ -58,7 +73,7 @@ def render_why(why: WhyNot, side: str = "") -> str:
     terms = (
         " ".join(
             f"<span class='{'has' if t['in_card'] else 'lacks'}'>{esc(t['term'])}"
-            f"{'+' if t['in_card'] else '−'}</span><small> idf {esc(t['idf'])}</small>"
+            f"{'+' if t['in_card'] else '−'}</span><small> {_idf(t['idf'])}</small>"
             for t in b["terms"]
         )
         or "(no term)"
@@ -67,25 +82,25 @@ def render_why(why: WhyNot, side: str = "") -> str:
         (
             "BM25",
             b["in_list"],
-            f"rank {esc(b['rank'])} (score {esc(b['score'])}; sub-chunk {esc(b['chunk_rank'])} vs depth {depth}); "
+            f"{_rank(b['rank'])} (score {_n(b['score'])}; sub-chunk {_n(b['chunk_rank'])} vs depth {depth}); "
             f"terms: {terms}",
         ),
         (
             "dense",
             d["in_list"],
-            f"rank {esc(d['rank'])} (cosine {esc(d['cosine'])}; sub-chunk {esc(d['chunk_rank'])} vs depth {depth}, "
+            f"{_rank(d['rank'])} (cosine {_n(d['cosine'])}; sub-chunk {_n(d['chunk_rank'])} vs depth {depth}, "
             "exact over every vector)",
         ),
         (
             "fusion",
             f["reached"],
-            f"rank {esc(f['rank'])} (score {esc(f['score'])})"
+            f"{_rank(f['rank'])} (score {_n(f['score'])})"
             + ("" if f["reached"] else f" as if the depth were {esc(f['as_if_depth'])}"),
         ),
         (
             "cross-encoder",
             ce["in_head"] if ce["ran"] else None,
-            f"score {esc(ce['score'])}"
+            f"score {_n(ce['score'])}"
             + (
                 f"; {'places' if ce['in_head'] else 'would place'} it #{esc(ce['would_place'])} of the scored head"
                 if ce["would_place"]

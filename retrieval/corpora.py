@@ -954,6 +954,12 @@ def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
         return job
 
 
+def running_calibration(name: str | None) -> CalibrationJob | None:
+    """The refusal calibration of this process still running on the corpus ``name`` (None: none is)."""
+    with _JOBS_LOCK:
+        return next((j for j in _CALIBRATIONS.values() if j.name == (name or SHIPPED) and j.status == "running"), None)
+
+
 def calibration_state(data: CorpusData, settings: Settings) -> tuple[Any, CalibrationJob | None]:
     """(the calibration in force for this corpus or None, the latest calibration job of this process or None)."""
     from retrieval import calibration

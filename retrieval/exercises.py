@@ -15,17 +15,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
 
 from retrieval.fusion import convex_fusion, reciprocal_rank_fusion
+from retrieval.rounding import half_up
 
 Kind = Literal["order", "score", "winner", "rank"]
 Method = Literal["rrf", "raw_sum", "min_max"]
 KINDS: tuple[str, ...] = ("order", "score", "winner", "rank")
 METHODS: tuple[str, ...] = ("rrf", "raw_sum", "min_max")
-PLACES = Decimal("0.00001")  # five decimals, as the class writes its scores
 MAX_ANSWER_CHARS = 400
 MAX_LISTS = 4
 MAX_ITEMS = 20
@@ -173,15 +173,8 @@ def exact_scores(ex: Exercise) -> dict[str, Fraction]:
 
 
 def round5(value: float | Fraction | Decimal) -> Decimal:
-    """``value`` to five decimals, half up (0.015625 -> 0.01563), computed on the exact value, never on a float's
-    nearest decimal."""
-    with localcontext() as ctx:
-        ctx.prec = 60
-        if isinstance(value, Fraction):
-            exact = Decimal(value.numerator) / Decimal(value.denominator)
-        else:
-            exact = Decimal(value)
-        return exact.quantize(PLACES, rounding=ROUND_HALF_UP)
+    """``value`` to five decimals, half up, as the class rounds (0.015625 -> 0.01563): ``retrieval.rounding``."""
+    return half_up(value, 5)
 
 
 def raw_sum(scored: Mapping[str, Sequence[tuple[str, float]]]) -> list[tuple[str, float]]:
@@ -341,7 +334,7 @@ def _check_score(ex: Exercise, answer: str) -> Verdict:
     if value is None:
         return Verdict(False, f"Write a number: {answer_format(ex)}", (), False)
     want = score_of(ex, str(ex.target))
-    got = value.quantize(PLACES, rounding=ROUND_HALF_UP)
+    got = round5(value)
     if got == want:
         return Verdict(True, f"Right: the score of {ex.target} is {want} to five decimals.")
     details = []

@@ -300,3 +300,15 @@ def test_classroom_chart_markup_stays_text_in_a_real_browser(classroom_app):
         assert styled.count() == 0, "a list name became styled text"
         assert chart.locator('tspan[style*="bold"]').count() == 0, "an id became bold text"
         browser.close()
+
+
+def test_a_score_on_a_half_rounds_up_as_the_class_writes_it():
+    """1/64 = 0.015625: the class writes 0.01563 (half up), Python's :.5f printed 0.01562 (half to even)."""
+    from inspector.classroom import fusions_html, lessons_html
+
+    t = classroom({"BM25": ["A", "B", "C", "D"], "Dense": ["A"]}, k=60)  # D: 1/(60+4) alone
+    out = lessons_html(t)
+    assert "D (0.01563)" in out and "0.01562" not in out
+    scored = {"BM25": [("D", 1 / 64)], "Dense": [("D", 1 / 64)]}
+    fused = fusions_html({"scales": {}, "raw_sum": [("D", 1 / 64)], "min_max": [], "rrf": [("D", 1 / 64)]}, scored, 60)
+    assert "<td>0.01563</td>" in fused and "<td>0.01562</td>" not in fused

@@ -219,6 +219,24 @@ def run_turn(page, text: str) -> dict[str, list[str]]:
     }
 
 
+def test_an_upload_is_answered_beside_the_drop_zone_in_the_first_screen(browser, server, files):
+    """At 1280x720 a refused upload's message and the indexing progress are in the first screen, beside the drop
+    zone (they were at y=990, below the refusal text and the calibration: a refused upload changed nothing seen)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    try:
+        pg = open_page(context, server.url)
+        upload(pg, files["broken"])
+        pg.evaluate("() => window.scrollTo(0, 0)")
+        zone = pg.locator("#corpus-upload").bounding_box()
+        for elem_id in ("data-message", "index-progress"):
+            box = pg.locator(f"#{elem_id}").bounding_box()
+            assert box and box["height"] > 0 and box["y"] + box["height"] <= 720, (elem_id, box)
+            assert box["y"] < zone["y"] + zone["height"], (elem_id, box, zone)  # beside the zone, not below it
+        expect()(pg.locator("#data-message")).to_contain_text("own cards.jsonl:2: invalid JSON")
+    finally:
+        context.close()
+
+
 def test_broken_upload_names_the_line_then_the_fixed_file_indexes_and_answers(page, files):
     upload(page, files["broken"])
     message = page.locator("#data-message")

@@ -51,7 +51,9 @@ ROW = re.compile(r'<div class="(hit(?: [^"]*)?)"[^>]*?\sdata-chunk="([^"]*)"')
 FORMULA = re.compile(r'<code class="formula">(.*?)</code>')
 BADGE = re.compile(r'<div class="status level-([^"]*)">')
 TIMINGS = re.compile(r'<div class="timings"[^>]*>.*?</div>', re.S)  # (it has a title with every timing)
-MS = re.compile(r"\d+(?:\.\d+)? ms\b|(?<=hits · )cached")  # a branch from the shared cache says "cached"
+MS = re.compile(
+    r"\d+(?:\.\d+)? ms\b|(?<=hits · )cached|(?<=hit · )cached"
+)  # a branch from the shared cache says "cached"
 
 
 @dataclass(frozen=True)

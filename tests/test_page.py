@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import corpus_words, handlers, presenter, render, state, ui
+from inspector import badge, corpus_words, handlers, presenter, render, state, ui
 from inspector.examples import EXAMPLES
 from retrieval.corpora import CorpusData, CorpusEntry
 from retrieval.corpus import LabeledQuery
@@ -35,12 +35,20 @@ def test_a_new_turn_streams_the_fused_list_then_the_reranked_column(ui):
     assert len(steps) == 2 and all(len(step) == len(handlers.COLUMNS) for step in steps), steps
     first, columns = (dict(zip(handlers.COLUMNS, step)) for step in steps)
     assert 'class="status level-pending"' in first["status"] and "scoring" in first["status"]
-    assert "rrf_only" in first["status"]  # the level so far
+    # a neutral "reranking…" state until the level is known, never a level (an amber rrf_only read as a fault)
+    assert '<span class="badge">reranking…</span>' in first["status"] and "rrf_only" not in first["status"]
     assert '<div class="hit' in first["rrf"] and '<div class="hit' in first["bm25"]
     assert "col col-reranked pending" in first["reranked"] and '<div class="hit' not in first["reranked"]
     assert "level-full" in columns["status"] and '<div class="hit' in columns["reranked"]  # then badge + columns
-    # the branches ran once, for the first step; the last step says so instead of "0.0 ms"
-    assert re.search(r"hits · [0-9.]+ ms</span>", first["bm25"]) and "hits · cached</span>" in columns["bm25"]
+    # the pending badge's timings are the chips' (it said "ready in 1 ms" beside a dense chip of 30 ms)
+    for stage, label in (("bm25", "BM25"), ("dense", "dense")):
+        chip = re.search(r"hits? · ([0-9.]+) ms</span>", first[stage])
+        assert chip and f"{label} {chip.group(1)}" in first["status"], (stage, first["status"])
+    assert "rerank … · total … ms" in first["status"]
+    # the branches ran once, for the first step: the whole turn reports that time, never "cached" on a first run
+    for stage in ("bm25", "dense"):
+        assert "cached" not in columns[stage] and re.search(r"hits? · [0-9.]+ ms</span>", columns[stage]), stage
+    assert "BM25 0.0 " not in columns["status"]
     # then everything below the columns, in an event of its own, from the cache
     details = dict(zip(handlers.DETAILS, ui.turn_details(text, *control_values(), None, None)))
     assert set(handlers.COLUMNS) | set(handlers.DETAILS) == set(handlers.TurnView._fields)
@@ -91,7 +99,10 @@ def test_an_older_streamed_turn_drops_its_steps_once_a_newer_one_of_its_session_
     # an older action that reached the server last: nothing of it shows (a stream that yielded nothing would make
     # Gradio set every column to None: the badge emptied)
     late = list(event("s1", 2, "a cancelled action that reached the server last"))
-    assert newer and "level-full" in newer[-1][1] and other and "level-full" in other[-1][1]
+    # every stream ends on a step that changes nothing: Gradio's closing message repeats a stream's last step, and an
+    # older turn's repeat could land after a newer turn's first step (no page cancel stops it: see ui._wire)
+    assert newer[-1] == other[-1] == handlers.unchanged_columns()
+    assert "level-full" in newer[-2][1] and 'data-seq="3"' in newer[-2][1] and "level-full" in other[-2][1]
     assert late == [handlers.unchanged_columns()] and all(v == gr.skip() for v in late[0])
     assert handlers._IN_FLIGHT == {}
     handlers.end_session(SimpleNamespace(session_hash="s1"))
@@ -117,7 +128,7 @@ def test_a_newer_turns_steps_wait_until_an_older_step_on_its_way_is_handed_on():
     assert waiting.is_alive() and newer == []  # held: the older step is not handed on yet
     assert list(older) == [handlers.unchanged_columns()]  # resumed, the older stream stops: a newer action arrived
     waiting.join(handlers.OLDER_STEP_WAIT_S)
-    assert newer == [("newer",)] and handlers._IN_FLIGHT == {}
+    assert newer == [("newer",), handlers.unchanged_columns()] and handlers._IN_FLIGHT == {}
     handlers.end_session(SimpleNamespace(session_hash="w1"))
 
 
@@ -225,13 +236,13 @@ def test_rank_moves_read_as_marks():
 
 
 def test_the_badge_summarises_timings_and_explains_where_a_cosine_threshold_comes_from():
-    summary = render.timing_summary(
+    summary = badge.timing_summary(
         {"bm25": 0.4, "embed_query": 10.0, "chroma_query": 2.5, "fusion": 0.3, "rerank": 290.0, "total": 305.0}
     )
     assert summary == "timings: BM25 0.4 · dense 12.5 · fusion 0.3 · rerank 290.0 · total 305.0 ms"
-    origin = render._threshold_origin("cosine rescue", {"min_similarity": 0.55, "refusal_rescue_margin": 0.09})
+    origin = badge._threshold_origin("cosine rescue", {"min_similarity": 0.55, "refusal_rescue_margin": 0.09})
     assert origin == " (threshold = MIN_SIMILARITY 0.55 + REFUSAL_RESCUE_MARGIN 0.09)"
-    assert render._threshold_origin("cross-encoder", {"min_similarity": 0.55}) == ""
+    assert badge._threshold_origin("cross-encoder", {"min_similarity": 0.55}) == ""
 
 
 def test_the_evidence_box_is_neutral_on_an_answered_turn(ui):

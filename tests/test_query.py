@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspector import render
+from inspector import badge, render
 from retrieval.query import QueryError, clean_query, normalised_from
 
 ZERO_WIDTH = "GS\u200b-40 E\u2060-09"
@@ -57,9 +57,9 @@ def test_fullwidth_turn_gets_the_same_bm25_hits(shipped, shipped_settings):
 
 
 def test_badge_shows_the_searched_turn_and_marks_what_was_removed(shipped, shipped_settings):
-    html = render.render_status(shipped.retrieve("<b>GS\u200b-40</b> E-09", shipped_settings))
+    html = badge.render_status(shipped.retrieve("<b>GS\u200b-40</b> E-09", shipped_settings))
     assert "Turn searched:</b> &lt;b&gt;GS-40&lt;/b&gt; E-09" in html
     assert "normalised from what was typed" in html and "U+200B" in html
     assert "<b>GS" not in html  # the typed turn is escaped too
-    plain = render.render_status(shipped.retrieve("GS-40 E-09", shipped_settings))
+    plain = badge.render_status(shipped.retrieve("GS-40 E-09", shipped_settings))
     assert "normalised from" not in plain

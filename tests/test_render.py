@@ -6,12 +6,13 @@ with the real ``reciprocal_rank_fusion``; expected numbers are written as the cl
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
 import pytest
 
-from inspector import render
+from inspector import badge, render
 from retrieval.context import REFUSAL, build_context
 from retrieval.fusion import reciprocal_rank_fusion, rrf_terms
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
@@ -190,12 +191,12 @@ def test_dropped_branch_shows_status_and_reason_not_an_empty_list():
     assert rows(html) == []
     assert 'class="dropped"' in html and "empty" in html
     assert "BM25 index is empty (simulated)" in html
-    assert "BM25 empty" in render.render_status(result) or "BM25 index is empty" in render.render_status(result)
+    assert "BM25 empty" in badge.render_status(result) or "BM25 index is empty" in badge.render_status(result)
 
 
 def test_everything_from_the_corpus_or_the_turn_is_escaped():
     result = make_result(bm25_status="failed", query=INJECTION)
-    html = "".join(columns(result).values()) + render.render_status(result) + render.render_message(INJECTION)
+    html = "".join(columns(result).values()) + badge.render_status(result) + render.render_message(INJECTION)
     html += render.render_explain(result, "c#0", CHUNKS)
     html += render.render_context(build_context(make_result(), CHUNKS, 1000))
     assert "<img" not in html and "<script" not in html and "</div><script>" not in html
@@ -248,7 +249,7 @@ def test_snippet_window_starts_near_the_first_match():
 
 
 def test_status_badge_names_the_level_the_why_and_the_timings():
-    html = render.render_status(make_result(bm25_status="empty", path="dense_only"))
+    html = badge.render_status(make_result(bm25_status="empty", path="dense_only"))
     assert 'class="status level-dense_only"' in html and ">dense_only<" in html
     assert "Dense only" in html
     assert "bm25 0.5 ms" in html and "total 45.0 ms" in html
@@ -294,13 +295,13 @@ def test_common_query_terms_are_marked_faintly_and_the_window_starts_at_a_rare_o
     assert out.startswith("…") and "<mark>C2</mark>" in out and "<mark>pill</mark>" in out
     full = render.highlight("a pill", terms, common=frozenset({"a"}))
     assert full == '<mark class="common">a</mark> <mark>pill</mark>'
-    legend = render.render_status(make_result(), terms, frozenset({"a"}))
+    legend = badge.render_status(make_result(), terms, frozenset({"a"}))
     assert "<mark>rare</mark>: c2, marked, pill" in legend and "low IDF): a" in legend
 
 
 def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_settings):
     """The badge carries the refusal rule's tests (issue 14): the failed one marked, every value escaped."""
-    from inspector.render import render_refusal, render_status
+    from inspector.badge import render_refusal, render_status
 
     result = mini.retrieve("<b>asdfghjkl</b> qwertyuiop", mini_settings)
     assert result.hybrid_path == "no_match" and result.refusal is not None and result.refusal.refused
@@ -314,3 +315,21 @@ def test_refusal_evidence_is_shown_escaped_with_the_failed_test(mini, mini_setti
     near = render_refusal(mini.retrieve("GlucoSense GS-40 error E-07 on my printer", mini_settings))
     assert 'class="note"' in near and "1 word no card uses ('printer'): not judged" in html.unescape(near)
     assert render_refusal(mini.retrieve("GS-40 E-07", mini_settings.replace(refusal_rule="cosine"))) == ""
+
+
+def test_one_hit_is_one_hit():
+    result = make_result()
+    one = dataclasses.replace(result, bm25=dataclasses.replace(result.bm25, hits=result.bm25.hits[:1]))
+    assert "1 hit ·" in columns(one)["bm25"] and "1 hits" not in columns(one)["bm25"]
+    assert "4 hits ·" in columns(result)["bm25"] and render.plural(0, "hit") == "0 hits"
+
+
+def test_with_hybrid_off_the_fused_column_shows_no_bm25_weight():
+    result = dataclasses.replace(
+        make_result(bm25_status="disabled", path="dense_only", weights={"bm25": 2.0, "dense": 1.0}),
+        weight_reason="exact tokens in the turn (gs-40): BM25 weight x2",
+    )
+    fused = columns(result)["rrf"]
+    assert "w_bm25" not in fused and "BM25 weight x2" not in fused and "w_dense=1" in fused
+    both = dataclasses.replace(make_result(weights={"bm25": 2.0, "dense": 1.0}), weight_reason="BM25 weight x2")
+    assert "w_bm25=2" in columns(both)["rrf"] and "BM25 weight x2" in columns(both)["rrf"]

@@ -134,3 +134,28 @@ def test_apply_is_wired_to_a_b_and_compare_mode_across_tabs(ui):
     assert len(applies) == 1 and (parts["apply"]._id, "click") in applies[0].targets
     labels = {getattr(c, "elem_id", None) for c in applies[0].outputs}
     assert {"rrf-k", "b-rrf-k", "compare-on", "compare-panel", "tune-message"} <= labels
+
+
+def test_a_missing_rank_or_idf_reads_in_words_not_none():
+    from types import SimpleNamespace
+
+    why = SimpleNamespace(
+        bm25={
+            "in_list": False,
+            "rank": None,
+            "score": None,
+            "chunk_rank": None,
+            "terms": [{"term": "zzz", "in_card": False, "idf": None}, {"term": "pen", "in_card": True, "idf": 1.2}],
+        },
+        dense={"in_list": True, "rank": 3, "cosine": 0.61, "chunk_rank": 4},
+        fused={"reached": False, "rank": None, "score": None, "as_if_depth": 40},
+        cross_encoder={"ran": False, "in_head": False, "score": None, "would_place": None, "reason": "not run"},
+        stages=[],
+        settings={"candidate_depth": 20},
+        verdict="lost at fusion",
+        card_id="c1",
+        title="Pens",
+    )
+    out = why_view.render_why(why)
+    assert "None" not in out
+    assert "not ranked" in out and "not in the index" in out and "idf 1.2" in out and "rank 3" in out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrieval.fusion import reciprocal_rank_fusion, rrf_terms
+from retrieval.rounding import round_half_up
 
 if TYPE_CHECKING:
     from retrieval.corpus import Dataset
@@ -144,10 +145,10 @@ def lessons(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str
     seen_in = [n for n in names if top["ranks"].get(n) is not None]
     where = ", ".join(f"{n} #{top['ranks'][n]}" for n in seen_in)
     if firsts:
-        out.append(f"{top['doc']} wins with {top['score']:.5f}: first in {', '.join(firsts)} ({where}).")
+        out.append(f"{top['doc']} wins with {round_half_up(top['score'])}: first in {', '.join(firsts)} ({where}).")
     else:
         out.append(
-            f"{top['doc']} wins with {top['score']:.5f} without being first in any list ({where}): "
+            f"{top['doc']} wins with {round_half_up(top['score'])} without being first in any list ({where}): "
             f"RRF rewards consensus, being near the top of several lists."
         )
     if len(names) > 1:
@@ -174,12 +175,12 @@ def lessons(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str
                 first_in = [n for n in names if r["ranks"][n] == 1]
                 out.append(
                     f"{r['doc']} is first in {', '.join(first_in)} but ends #{r['rank']}: "
-                    f"{r['formula']} = {r['score']:.5f} < {top['formula']} = {top['score']:.5f}."
+                    f"{r['formula']} = {round_half_up(r['score'])} < {top['formula']} = {round_half_up(top['score'])}."
                 )
     for a, b in zip(rows, rows[1:]):
         if math.isclose(a["score"], b["score"], rel_tol=0, abs_tol=1e-15):
             out.append(
-                f"{a['doc']} and {b['doc']} tie at {a['score']:.5f}; the tie is broken by id, so the order "
+                f"{a['doc']} and {b['doc']} tie at {round_half_up(a['score'])}; the tie is broken by id, so the order "
                 f"is deterministic."
             )
     return out
