@@ -422,8 +422,9 @@ def turn_picker(query: gr.Textbox, corpus: gr.Textbox) -> gr.Dropdown:
     return picker
 
 
-def build_data_tab(corpus: gr.Textbox) -> None:
-    """The Data tab's layout and wiring; ``corpus`` is the session's active corpus (built in ``ui.build_app``)."""
+def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
+    """The Data tab's layout and wiring; ``corpus`` is the session's active corpus and ``owner`` its owner token
+    (both built in ``ui.build_app``)."""
     limits = Limits.from_env()
     gr.Markdown(
         "### Your own data\nPick the corpus this browser session inspects, or upload one: cards JSONL "
@@ -434,7 +435,7 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     )
     active = gr.HTML(active_html(None), elem_id="active-corpus")
     pending = gr.State(None)
-    owner = gr.State(None)  # this session's owner token: made on its first upload, never shown
+    owner = owner if owner is not None else gr.State(None)  # the session's owner token: made on first use, never shown
     with gr.Row(equal_height=True):
         picker = gr.Dropdown(
             choices=picker_choices(),

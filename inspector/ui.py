@@ -106,12 +106,13 @@ def build_app() -> gr.Blocks:
         banner = gr.HTML(corpus_words.banner(corpus_words.words_for(None)), elem_id="banner")
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
+        owner = gr.State(None)  # the session's owner token (its uploads, its judgments): made on first use, never shown
         ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         with gr.Tabs():
             with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
-                restore_links = build_inspector_tab(corpus, banner)
+                restore_links = build_inspector_tab(corpus, banner, owner)
             with gr.Tab("Data", id="data"):
-                data_tab.build_data_tab(corpus)
+                data_tab.build_data_tab(corpus, owner)
             with gr.Tab("RRF classroom", id="classroom"):
                 build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
@@ -124,7 +125,9 @@ def build_app() -> gr.Blocks:
 
 
 # ------------------------------------------------------------------------------------------------ the tab
-def build_inspector_tab(corpus: gr.Textbox | None = None, banner: gr.HTML | None = None) -> Callable[[gr.Blocks], None]:
+def build_inspector_tab(
+    corpus: gr.Textbox | None = None, banner: gr.HTML | None = None, owner: gr.State | None = None
+) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
     to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it); ``banner``, the
     page's banner, follows it.
@@ -163,7 +166,7 @@ def build_inspector_tab(corpus: gr.Textbox | None = None, banner: gr.HTML | None
         )
 
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
-        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
+        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus, owner)  # + judgments
 
     def finish(app: gr.Blocks) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus)

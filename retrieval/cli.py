@@ -307,9 +307,9 @@ def format_result(result) -> str:
 
 
 def _judgments(sub: argparse._SubParsersAction) -> None:
-    from retrieval import judgments
+    from retrieval import judgment_files
 
-    judgments.register(sub)
+    judgment_files.register(sub)
 
 
 def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:

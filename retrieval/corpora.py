@@ -589,6 +589,9 @@ def delete_corpus(self: Registry, entry: CorpusEntry) -> str:
             pass  # deleted meanwhile, or its cards no longer load: the record still goes
     if not corpus_store.drop(self.settings, entry.name):
         return f"{entry.name} was already deleted (perhaps from another page or app process)"
+    from retrieval.judgments import corpus_identity, drop_corpus
+
+    drop_corpus(self.settings, corpus_identity(CorpusData(entry, (), (), ())))  # its labels and everyone's marks
     forget_retrievers(CorpusData(entry, (), (), ()).key or "")
     with _JOBS_LOCK:
         for key in [k for k, j in _JOBS.items() if j.name == entry.name]:
