@@ -28,8 +28,8 @@ from inspector import handlers, jobs, judge_view
 from inspector.render import esc, render_message
 from retrieval.corpora import SHIPPED
 from retrieval.judgments import GRADES, turn_key
-from retrieval.query import QueryError, clean_query
-from retrieval.why import WhyNot, cards_of, explain, find_card
+from retrieval.query import QueryError
+from retrieval.why import WhyNot, cards_of, explain
 
 log = logging.getLogger(__name__)
 

@@ -237,9 +237,7 @@ class JudgmentStore:
 
     def _records(self, ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         got = self.collection.get(ids=ids, include=["metadatas", "documents"]) if ids else {"ids": []}
-        return {
-            rid: (meta, json.loads(doc)) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])
-        }
+        return {rid: (meta, json.loads(doc)) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])}
 
     def _save(self, rid: str, meta: dict[str, Any], body: dict[str, Any]) -> None:
         if not body["grades"]:

@@ -106,9 +106,10 @@ def test_export_beir_and_trec_import_back_to_the_same_qrels(settings, tmp_path):
     trec = export_trec(rows, tmp_path / "qrels.trec")
     assert (tmp_path / "beir" / "qrels" / "test.tsv").read_text().splitlines()[0] == "query-id\tcorpus-id\tscore"
     assert len(trec.read_text().splitlines()) == 3
-    assert import_files(
-        store, "from-beir", tmp_path / "beir" / "qrels" / "test.tsv", tmp_path / "beir" / "queries.jsonl"
-    ) == 3
+    assert (
+        import_files(store, "from-beir", tmp_path / "beir" / "qrels" / "test.tsv", tmp_path / "beir" / "queries.jsonl")
+        == 3
+    )
     assert import_files(store, "from-trec", trec, tmp_path / "beir" / "queries.jsonl") == 3
     assert _qrels(store.all("from-beir")) == _qrels(store.all("from-trec")) == _qrels(rows)
     with pytest.raises(ValueError, match="card ids are not in corpus"):
