@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 PREFIX = "corpus--"
 SCHEMA = "corpus-v1"
-OWN_NAMES = ("judgments",)  # the app's other collections (``retrieval.judgments.COLLECTION``): never attachable
+# the app's other collections (``retrieval.judgments.COLLECTION``, ``retrieval.calibration.COLLECTION``): never
+# attachable, never offered in the Data tab's Attach picker
+OWN_NAMES = ("judgments", "refusal-calibrations")
 PAGE = 1000  # rows per read or write: paged, so a corpus of any size opens in bounded memory per call
 STALE_WRITING_S = 3600.0  # a record still "writing" after an hour was left by a process that died while adding
 
