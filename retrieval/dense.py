@@ -144,7 +144,9 @@ def chroma_client(path: str | None = None, host: str | None = None, port: int = 
     if path is None:
         raise ValueError("chroma_client needs a path (CHROMA_PATH) or a host (CHROMA_HOST).")
     check_store_path(path)
-    Path(path).mkdir(parents=True, exist_ok=True)
+    from retrieval.store_private import private_store
+
+    private_store(path)  # 0700 folder, 0600 files, whatever the umask (and for what Chroma writes later)
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 
