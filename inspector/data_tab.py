@@ -312,7 +312,9 @@ def calibration_html(name: str | None) -> str:
     except Exception as exc:
         return f'<div class="calibration">Refusal calibration: unavailable ({render.esc(str(exc))}).</div>'
     parts = []
-    if job is not None and job.status == "running":
+    if job is not None and job.status == "queued":
+        parts.append("<p>Waiting: another corpus is being calibrated (one at a time; press ↻ to update).</p>")
+    elif job is not None and job.status == "running":
         parts.append(f"<p>Calibrating: {job.done}/{job.total or '?'} turns run (press ↻ to update).</p>")
     elif job is not None and job.status == "failed":
         parts.append(f"<p>The last calibration failed: {render.esc(job.error)}</p>")
@@ -352,12 +354,14 @@ def _frac(pair: list[int]) -> str:
     return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "–"
 
 
-def recalibrate(name: str | None) -> str:
-    """Start calibrating the picked corpus again (in the background); the panel says so."""
+def recalibrate(name: str | None, token: str | None = None) -> str:
+    """Start calibrating the picked corpus again (in the background, one corpus at a time): only for a corpus this
+    session uploaded or attached (``Registry.may_calibrate``); the panel says so."""
     from retrieval.corpora import start_calibration
 
     try:
-        data = _registry().open(name or SHIPPED)
+        registry = _registry()
+        data = registry.load(registry.may_calibrate(name, token))
         if data.key is not None and not (is_ready(data, _settings())):
             raise ValueError(f"{data.entry.name} is not open in this app yet: open it (and let it index) first.")
         start_calibration(data, _settings())
@@ -509,7 +513,7 @@ def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
     delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
     picker.change(refusal_of, picker, refusal, **private)
     picker.change(calibration_html, picker, calibration, **private)
-    calibrate_btn.click(recalibrate, picker, calibration, **private)
+    calibrate_btn.click(recalibrate, [picker, owner], calibration, **private)
     calibration_refresh.click(calibration_html, picker, calibration, **private)
     attach_btn.click(
         attach_collection, [collections, model, text_field, corpus, owner], [*state_out, picker, owner], **private

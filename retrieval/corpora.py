@@ -204,6 +204,15 @@ class _Changes:
         """
         return delete_corpus(self, self._owned(name, token, page, "be deleted"))
 
+    def may_calibrate(self, name: str | None, token: str | None) -> CorpusEntry:
+        """The entry of a corpus whose refusal calibration the page session holding ``token`` may re-run: only one
+        it uploaded or attached (the shipped cards' and the CLI's corpora: `python -m retrieval calibrate NAME`).
+
+        Raises:
+            ValueError: the shipped cards, a data-root folder, another session's corpus, or an unknown name.
+        """
+        return self._owned(name or SHIPPED, token, True, "re-run its refusal calibration")
+
     def set_refusal(self, name: str, text: str | None, *, token: str | None = None, page: bool = False) -> str:
         """Keep ``text`` with the corpus as what the assistant says when it refuses a turn on it ("" or None: back to
         the neutral default). The same rule as ``delete`` says who may change it.
@@ -899,23 +908,48 @@ def calibrate_on_index(settings: Settings) -> bool:
     return settings.refusal_calibrate_on_index and not off
 
 
+# One calibration runs at a time in this process (each runs a few hundred turns through the pipeline): the others
+# wait their turn ("queued"), so seven corpora calibrating at once cannot slow every session's turns.
+_CALIBRATION_SLOT = threading.Semaphore(1)
+
+
 class CalibrationJob:
-    """One run of ``retrieval.calibration.calibrate`` over a corpus, in the background; stored when done (the
-    shipped cards: reported only, they keep the defaults tuned on their dev sets)."""
+    """One run of ``retrieval.calibration.calibrate`` over a corpus, in the background, once the queue of one lets it
+    (``_CALIBRATION_SLOT``); stored when done (the shipped cards: reported only, they keep the defaults tuned on their
+    dev sets). Started only by indexing itself, the CLI, or from the page by the session that owns the corpus."""
 
     def __init__(self, key: tuple, data: CorpusData, settings: Settings) -> None:
         self.key, self.data, self.settings = key, data, settings
         self.name = data.entry.name
         self.done, self.total = 0, 0
-        self.status, self.error = "running", ""
+        self.status, self.error = "queued", ""  # queued, running, done, failed, cancelled
         self.result = None
         self.started = time.monotonic()
+        self.cancel = threading.Event()  # a queued job set so never runs (its corpus deleted, a test)
         self._thread = threading.Thread(target=self._run, name=f"calibrate-{self.name}", daemon=True)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("queued", "running")
 
     def _progress(self, done: int, total: int) -> None:
         self.done, self.total = done, total
 
     def _run(self) -> None:
+        while not _CALIBRATION_SLOT.acquire(timeout=0.25):
+            if self.cancel.is_set():
+                self.status = "cancelled"
+                return
+        try:
+            if self.cancel.is_set():
+                self.status = "cancelled"
+                return
+            self.status, self.started = "running", time.monotonic()
+            self._calibrate()
+        finally:
+            _CALIBRATION_SLOT.release()
+
+    def _calibrate(self) -> None:
         from retrieval import calibration
 
         try:
@@ -941,13 +975,14 @@ _CALIBRATIONS: dict[tuple, CalibrationJob] = {}
 
 
 def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
-    """Calibrate the corpus's refusal thresholds in the background (a running job for it is joined)."""
+    """Calibrate the corpus's refusal thresholds in the background, one corpus at a time (a queued or running job
+    for it is joined). Who may ask is checked by the caller (``Registry.may_calibrate`` for the page)."""
     from retrieval.pipeline import retriever_key
 
     key = retriever_key(settings_for(data, settings), data.key)
     with _JOBS_LOCK:
         job = _CALIBRATIONS.get(key)
-        if job is not None and job.status == "running":
+        if job is not None and job.active:
             return job
         job = _CALIBRATIONS[key] = CalibrationJob(key, data, settings)
         job._thread.start()
