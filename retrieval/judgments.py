@@ -13,13 +13,17 @@ Judgments bind to the corpus's identity, not its name (``corpus_identity``: its 
 ``shipped`` for the shipped cards): a corpus deleted and another uploaded under the same name inherits nothing, and
 deleting a corpus deletes its judgments (``drop``).
 
-One small collection, ``judgments``, holds one record per (corpus identity, scope, turn): the scope is ``label`` or
-``mark:<judge>``, the turn is compared without case or extra spaces, and the record id is a hash of the three, so a
-turn's judgments are read by id (never by scanning a corpus's). Its document is JSON: the turn's text, card id ->
-{grade, when (UTC), by}, and the last changes (for undo). Reading all of a corpus's judgments goes page by page
-(``PAGE`` records per query: SQLite refuses more than 32,766 variables in one). Chroma needs a vector per record:
-each carries the constant ``[1.0]``; nothing ever searches it. Records of earlier versions (one per judgment,
-keyed by corpus name, with no scope) are neither read nor counted: anyone could have made them.
+One small collection, ``judgments``, holds one record per (corpus identity, scope, bucket): the scope is ``label`` or
+``mark:<judge>``, the bucket is 3 hex digits of the hash of the turn (compared without case or extra spaces), so a
+corpus has at most 4,096 records per scope however many judgments it holds, and a turn's judgments are read from
+one record fetched by id (never by scanning a corpus's). A record's document is JSON: per turn its text, card id ->
+{grade, when (UTC), by}, and its last changes (for undo). Reading all of a corpus's judgments goes ``PAGE`` records
+at a time (SQLite refuses more than 32,766 variables in one statement). A page session's judgments are counted in a
+small tally record of its own (``MAX_MARKS``). Chroma needs a vector per record: each carries the constant
+``[1.0]``; nothing ever searches it. Two processes changing turns of the same bucket at the same instant may lose
+one change (a write reads the bucket, changes it and writes it back; within a process a lock orders them).
+Records of earlier versions (one per judgment, keyed by corpus name, with no scope) are neither read nor counted:
+anyone could have made them.
 
 How labels meet a corpus's own labeled turns (``merge``): a judged turn whose text matches a labeled turn adds its
 cards to that turn's labels and overrides the grade of a card both name (the owner's judgment is the newer word); a
@@ -53,6 +57,7 @@ LABEL = "label"  # the scope of the judgments a corpus is scored on
 CLI = "cli"  # who made a judgment from the command line (the machine's owner)
 SHIPPED = "shipped"  # the shipped cards' identity (``retrieval.corpora.SHIPPED``)
 PAGE = 1000  # records per read: far below SQLite's 32,766 variables
+STREAM = 5000  # judgments folded into their records per write
 MAX_MARKS = 500  # judgments one page session may keep (its marks and, as a corpus's owner, its labels)
 MAX_CARDS_PER_TURN = 5000  # judged cards of one turn in one scope
 HISTORY = 20  # changes kept per record for undo
@@ -135,19 +140,42 @@ def _clean_turn(turn: Any) -> str:
         raise ValueError(f"the judged turn is not valid: {exc}") from None
 
 
+def bucket_of(turn: str) -> str:
+    """The bucket a turn's judgments are kept in: 3 hex digits of its ``turn_key``'s hash (``BUCKETS`` of them)."""
+    return hashlib.sha256(turn_key(turn).encode()).hexdigest()[:3]
+
+
 def _record_id(corpus: str, scope: str, turn: str) -> str:
-    return hashlib.sha256("\x00".join((corpus, scope, turn_key(turn))).encode()).hexdigest()[:40]
+    return hashlib.sha256("\x00".join((corpus, scope, bucket_of(turn))).encode()).hexdigest()[:40]
+
+
+def _tally_id(by: str) -> str:
+    return "tally-" + hashlib.sha256(by.encode()).hexdigest()[:34]
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _judgments_of(meta: dict[str, Any], body: dict[str, Any]) -> list[Judgment]:
+def _judgments_of(meta: dict[str, Any], body: dict[str, Any], only: str | None = None) -> list[Judgment]:
+    turns = body["turns"] if only is None else {only: body["turns"][only]} if only in body["turns"] else {}
     return [
-        Judgment(meta["corpus"], body["turn"], card, int(g["grade"]), g["at"], g.get("fp", ""), g["by"], meta["scope"])
-        for card, g in sorted(body["grades"].items())
+        Judgment(meta["corpus"], t["turn"], card, int(g["grade"]), g["at"], g.get("fp", ""), g["by"], meta["scope"])
+        for _, t in sorted(turns.items())
+        for card, g in sorted(t["grades"].items())
     ]
+
+
+def _change(entry: dict[str, Any], card: str, after: dict[str, Any] | None, by: str) -> dict[str, Any] | None:
+    """Set (or, with ``after`` None, drop) a card's grade in a turn's entry, noting it in its history; the grade
+    before."""
+    before = entry["grades"].get(card)
+    if after is None:
+        entry["grades"].pop(card, None)
+    else:
+        entry["grades"][card] = after
+    entry["history"] = [*entry["history"], {"card": card, "before": before, "by": by}][-HISTORY:]
+    return before
 
 
 class JudgmentStore:
@@ -180,17 +208,17 @@ class JudgmentStore:
         scope: str = LABEL,
     ) -> Judgment:
         """Record (or replace) one judgment in ``scope`` (the corpus's labels, or a session's marks), made ``by``.
-        Raises ``ValueError`` for a bad corpus, turn, card id or grade, or a session past ``MAX_MARKS``."""
+        Raises ``ValueError`` for a bad corpus, turn, card id or grade, or a page session past ``MAX_MARKS``."""
         if by != CLI and self.count_by(by) >= MAX_MARKS:
             raise ValueError(
-                f"this session keeps {MAX_MARKS} judgments already, the most one session may: undo or remove some "
-                "first (the command line `python -m retrieval judgments` has no such limit)."
+                f"this session keeps {MAX_MARKS} judgments already, the most one session may: undo some first (the "
+                "command line `python -m retrieval judgments` has no such limit)."
             )
         return self.put_many([(corpus, turn, card_id, grade, fingerprint, made_at)], by=by, scope=scope)[0]
 
     def put_many(self, rows: Iterable[tuple], *, by: str = CLI, scope: str = LABEL) -> list[Judgment]:
-        """Record many ``(corpus, turn, card_id, grade[, fingerprint[, made_at]])`` at once (all validated first),
-        one record per turn: a turn's earlier judgments in the same scope are kept, the same card's replaced."""
+        """Record many ``(corpus, turn, card_id, grade[, fingerprint[, made_at]])`` at once (all validated first):
+        a turn's earlier judgments in the same scope are kept, the same card's replaced."""
         made: list[Judgment] = []
         for row in rows:
             corpus, turn, card_id, grade, fp, when = (*row, "", None)[:6]
@@ -206,84 +234,119 @@ class JudgmentStore:
                     scope,
                 )
             )
-        for lo in range(0, len(made), PAGE):
-            self._write(made[lo : lo + PAGE])
+        for lo in range(0, len(made), STREAM):
+            self._write(made[lo : lo + STREAM])
         return made
 
     def _write(self, part: Sequence[Judgment]) -> None:
-        """Fold ``part`` into the records of their turns (read by id, changed, written back)."""
+        """Fold ``part`` into the records of their buckets (read by id, changed, written back)."""
         groups: dict[str, list[Judgment]] = {}
         for j in part:
             groups.setdefault(_record_id(j.corpus, j.scope, j.turn), []).append(j)
         with _WRITE_LOCK:
             current = self._records(list(groups))
-            ids, docs, metas = [], [], []
+            new = 0
             for rid, items in groups.items():
-                first = items[0]
-                body = current.get(rid, (None, {"turn": first.turn, "grades": {}, "history": []}))[1]
+                meta, body = current.get(rid) or ({"corpus": items[0].corpus, "scope": items[0].scope}, {"turns": {}})
                 for j in items:
-                    before = body["grades"].get(j.card_id)
-                    body["grades"][j.card_id] = {"grade": j.grade, "at": j.made_at, "by": j.by, "fp": j.fingerprint}
-                    body["history"] = [*body["history"], {"card": j.card_id, "before": before, "by": j.by}][-HISTORY:]
-                if len(body["grades"]) > MAX_CARDS_PER_TURN:
-                    raise ValueError(
-                        f"the turn {first.turn[:80]!r} would have {len(body['grades']):,} judged cards; the limit is "
-                        f"{MAX_CARDS_PER_TURN:,} per turn."
-                    )
-                ids.append(rid)
-                docs.append(json.dumps(body, ensure_ascii=False))
-                metas.append(_meta(first, body))
-            self.collection.upsert(ids=ids, embeddings=[[1.0] for _ in ids], documents=docs, metadatas=metas)
+                    entry = body["turns"].setdefault(turn_key(j.turn), {"turn": j.turn, "grades": {}, "history": []})
+                    after = {"grade": j.grade, "at": j.made_at, "by": j.by, "fp": j.fingerprint}
+                    new += _change(entry, j.card_id, after, j.by) is None
+                    if len(entry["grades"]) > MAX_CARDS_PER_TURN:
+                        raise ValueError(
+                            f"the turn {j.turn[:80]!r} would have more than {MAX_CARDS_PER_TURN:,} judged cards, the "
+                            "limit per turn."
+                        )
+                current[rid] = (meta, body)
+            self._upsert({rid: current[rid] for rid in groups})
+            if part and part[0].by != CLI:
+                self._tally(part[0].by, new)
 
     def _records(self, ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         got = self.collection.get(ids=ids, include=["metadatas", "documents"]) if ids else {"ids": []}
         return {rid: (meta, json.loads(doc)) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])}
 
-    def _save(self, rid: str, meta: dict[str, Any], body: dict[str, Any]) -> None:
-        if not body["grades"]:
-            self.collection.delete(ids=[rid])
+    def _upsert(self, records: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        gone = [rid for rid, (_, body) in records.items() if not any(t["grades"] for t in body["turns"].values())]
+        if gone:
+            self.collection.delete(ids=gone)
+        kept = {rid: rec for rid, rec in records.items() if rid not in gone}
+        if not kept:
             return
-        meta = {**meta, "cards": len(body["grades"]), "made_at": _now()}
+        metas = [
+            {
+                "corpus": m["corpus"],
+                "scope": m["scope"],
+                "cards": sum(len(t["grades"]) for t in b["turns"].values()),
+                "made_at": _now(),
+            }
+            for m, b in kept.values()
+        ]
         self.collection.upsert(
-            ids=[rid], embeddings=[[1.0]], documents=[json.dumps(body, ensure_ascii=False)], metadatas=[meta]
+            ids=list(kept),
+            embeddings=[[1.0] for _ in kept],
+            documents=[json.dumps(b, ensure_ascii=False) for _, b in kept.values()],
+            metadatas=metas,
         )
 
-    def remove(self, corpus: str, turn: str, card_id: str, *, by: str = CLI, scope: str = LABEL) -> bool:
-        """Forget one judgment (False if there is none); recorded in the turn's history, so it can be undone."""
-        rid = _record_id(_check_corpus(corpus), scope, turn)
-        card_id = check_card_id(card_id)
+    def _tally(self, by: str, delta: int) -> None:
+        """Keep count of the judgments a page session made (``count_by``): one small record per session."""
+        if not delta:
+            return
+        n = max(0, self.count_by(by) + delta)
+        self.collection.upsert(ids=[_tally_id(by)], embeddings=[[1.0]], documents=[""], metadatas=[{"tally": n}])
+
+    def _edit(self, corpus: str, turn: str, scope: str, edit) -> Any:
+        """Read a turn's entry, let ``edit(entry)`` change it (its result is returned), write it back."""
+        rid, key = _record_id(_check_corpus(corpus), scope, turn), turn_key(turn)
         with _WRITE_LOCK:
             found = self._records([rid]).get(rid)
-            if found is None or card_id not in found[1]["grades"]:
-                return False
-            meta, body = found
-            before = body["grades"].pop(card_id)
-            body["history"] = [*body["history"], {"card": card_id, "before": before, "by": by}][-HISTORY:]
-            self._save(rid, meta, body)
-        return True
+            if found is None or key not in found[1]["turns"]:
+                return None
+            entry = found[1]["turns"][key]
+            out = edit(entry)
+            if not entry["grades"]:
+                found[1]["turns"].pop(key)
+            self._upsert({rid: found})
+        return out
+
+    def remove(self, corpus: str, turn: str, card_id: str, *, by: str = CLI, scope: str = LABEL) -> bool:
+        """Forget one judgment (False if there is none); noted in the turn's history, so it can be undone."""
+        card_id = check_card_id(card_id)
+
+        def edit(entry):
+            return card_id in entry["grades"] and _change(entry, card_id, None, by) is not None
+
+        done = bool(self._edit(corpus, turn, scope, edit))
+        if done and by != CLI:
+            self._tally(by, -1)
+        return done
 
     def undo(self, corpus: str, turn: str, *, by: str, scope: str) -> str | None:
         """Undo the latest change ``by`` made to ``turn``'s judgments in ``scope``: the card's grade before it comes
         back (or the card is unjudged again). Returns the card id, or None when ``by`` has nothing to undo there."""
-        rid = _record_id(_check_corpus(corpus), scope, turn)
-        with _WRITE_LOCK:
-            found = self._records([rid]).get(rid)
-            if found is None:
-                return None
-            meta, body = found
-            mine = [i for i, change in enumerate(body["history"]) if change["by"] == by]
+
+        def edit(entry):
+            mine = [i for i, change in enumerate(entry["history"]) if change["by"] == by]
             if not mine:
                 return None
-            change = body["history"].pop(mine[-1])
+            change = entry["history"].pop(mine[-1])
             if change["before"] is None:
-                body["grades"].pop(change["card"], None)
+                entry["grades"].pop(change["card"], None)
             else:
-                body["grades"][change["card"]] = change["before"]
-            self._save(rid, meta, body)
+                entry["grades"][change["card"]] = change["before"]
+            return change
+
+        change = self._edit(corpus, turn, scope, edit)
+        if change is None:
+            return None
+        if by != CLI and change["before"] is None:
+            self._tally(by, -1)
         return str(change["card"])
 
     def drop(self, corpus: str) -> int:
-        """Forget every judgment of a corpus identity (its labels and everyone's marks), page by page."""
+        """Forget every judgment of a corpus identity (its labels and everyone's marks), page by page; returns how
+        many records (buckets) went."""
         dropped = 0
         while True:
             got = self.collection.get(where={"corpus": _check_corpus(corpus)}, include=[], limit=PAGE)
@@ -294,10 +357,10 @@ class JudgmentStore:
 
     # --------------------------------------------------------------------------------------------- reading
     def turn_judgments(self, corpus: str, turn: str, scope: str = LABEL) -> list[Judgment]:
-        """The judgments of one turn in one scope, read by the record's id (nothing else is read)."""
+        """The judgments of one turn in one scope, from its bucket's record read by id (nothing else is read)."""
         rid = _record_id(_check_corpus(corpus), scope, turn)
         found = self._records([rid]).get(rid)
-        return _judgments_of(*found) if found else []
+        return _judgments_of(*found, only=turn_key(turn)) if found else []
 
     def for_turn(self, corpus: str, turn: str, scope: str = LABEL) -> dict[str, int]:
         """Card id -> grade for one turn (matched without case or extra spaces) in ``scope`` (the labels)."""
@@ -327,20 +390,9 @@ class JudgmentStore:
         return bool(got["ids"])
 
     def count_by(self, by: str) -> int:
-        """How many judgments ``by`` has in force, in every scope (reads at most ``MAX_MARKS`` + 1 records)."""
-        got = self.collection.get(where={"by": by}, include=["metadatas"], limit=MAX_MARKS + 1)
-        return sum(int(m.get("cards", 1)) for m in got["metadatas"])
-
-
-def _meta(j: Judgment, body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "corpus": j.corpus,
-        "scope": j.scope,
-        "turn_key": turn_key(j.turn),
-        "by": j.by,  # who changed it last (``count_by`` bounds a page session's records by it)
-        "cards": len(body["grades"]),
-        "made_at": j.made_at,
-    }
+        """How many judgments the page session ``by`` has made and not undone (its tally: one record read)."""
+        got = self.collection.get(ids=[_tally_id(by)], include=["metadatas"])
+        return int(got["metadatas"][0].get("tally", 0)) if got["ids"] else 0
 
 
 def judged_turn(settings: Settings, corpus: str, turn: str) -> dict[str, int]:
