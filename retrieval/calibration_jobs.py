@@ -8,12 +8,10 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from retrieval.settings import Settings
-
-if TYPE_CHECKING:
-    from retrieval.corpora import CorpusData
 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
@@ -36,8 +34,10 @@ class CalibrationJob:
     (``_CALIBRATION_SLOT``); stored when done (the shipped cards: reported only, they keep the defaults tuned on their
     dev sets). Started only by indexing itself, the CLI, or from the page by the session that owns the corpus."""
 
-    def __init__(self, key: tuple, data: CorpusData, settings: Settings) -> None:
-        self.key, self.data, self.settings = key, data, settings
+    def __init__(self, key: tuple, data: Any, settings: Settings, open_retriever: Callable[[], Any]) -> None:
+        """``data``: the corpus (``retrieval.corpora.CorpusData``); ``settings``: the ones it is searched with
+        (``corpora.settings_for``); ``open_retriever``: its process-wide retriever (``corpora.retriever_for``)."""
+        self.key, self.data, self.settings, self.open_retriever = key, data, settings, open_retriever
         self.name = data.entry.name
         self.done, self.total = 0, 0
         self.status, self.error = "queued", ""  # queued, running, done, failed, cancelled
@@ -71,10 +71,7 @@ class CalibrationJob:
         from retrieval import calibration
 
         try:
-            from retrieval.corpora import retriever_for, settings_for
-
-            retriever = retriever_for(self.data, self.settings)
-            s = settings_for(self.data, self.settings)
+            retriever, s = self.open_retriever(), self.settings
             result = calibration.calibrate(
                 retriever, self.data.queries, self.data.cards, s, name=self.name, progress=self._progress
             )
@@ -94,30 +91,29 @@ class CalibrationJob:
 _CALIBRATIONS: dict[tuple, CalibrationJob] = {}
 
 
-def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
+def start(data: Any, settings: Settings, open_retriever: Callable[[], Any]) -> CalibrationJob:
     """Calibrate the corpus's refusal thresholds in the background, one corpus at a time (a queued or running job
-    for it is joined). Who may ask is checked by the caller (``Registry.may_calibrate`` for the page)."""
-    from retrieval.corpora import settings_for
+    for it is joined): ``retrieval.corpora.start_calibration`` passes the corpus's own settings and retriever."""
     from retrieval.pipeline import retriever_key
 
-    key = retriever_key(settings_for(data, settings), data.key)
+    key = retriever_key(settings, data.key)
     with _LOCK:
         job = _CALIBRATIONS.get(key)
         if job is not None and job.active:
             return job
-        job = _CALIBRATIONS[key] = CalibrationJob(key, data, settings)
+        job = _CALIBRATIONS[key] = CalibrationJob(key, data, settings, open_retriever)
         job._thread.start()
         return job
 
 
-def calibration_state(data: CorpusData, settings: Settings) -> tuple[Any, CalibrationJob | None]:
-    """(the calibration in force for this corpus or None, the latest calibration job of this process or None)."""
+def state(data: Any, settings: Settings) -> tuple[Any, CalibrationJob | None]:
+    """(the calibration in force for this corpus or None, the latest calibration job of this process or None);
+    ``settings``: the corpus's own (``retrieval.corpora.settings_for``)."""
     from retrieval import calibration
-    from retrieval.corpora import settings_for
     from retrieval.pipeline import retriever_key
 
     with _LOCK:
-        job = _CALIBRATIONS.get(retriever_key(settings_for(data, settings), data.key))
+        job = _CALIBRATIONS.get(retriever_key(settings, data.key))
     if data.key is None:
         return None, job
-    return calibration.load(settings_for(data, settings), data.chunks), job
+    return calibration.load(settings, data.chunks), job

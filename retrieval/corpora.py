@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import corpus_store
+from retrieval import calibration_jobs, corpus_store
+from retrieval.calibration_jobs import CalibrationJob, calibrate_on_index
 from retrieval.context import REFUSAL
 from retrieval.corpus import (
     DEFAULT_CHUNK_WORDS,
@@ -901,9 +902,13 @@ def job_for_entry(name: str) -> IndexJob | None:
 
 
 # ------------------------------------------------------------------------------------- refusal calibration
-from retrieval.calibration_jobs import (  # noqa: E402, F401  (its jobs live there; these names stay importable here)
-    CalibrationJob,
-    calibrate_on_index,
-    calibration_state,
-    start_calibration,
-)
+def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
+    """Calibrate the corpus's refusal thresholds in the background, one corpus at a time in this process (a queued
+    or running job for it is joined; ``retrieval.calibration_jobs``). Who may ask is checked by the caller
+    (``Registry.may_calibrate`` for the page; indexing and the CLI may)."""
+    return calibration_jobs.start(data, settings_for(data, settings), lambda: retriever_for(data, settings))
+
+
+def calibration_state(data: CorpusData, settings: Settings) -> tuple[Any, CalibrationJob | None]:
+    """(the calibration in force for this corpus or None, the latest calibration job of this process or None)."""
+    return calibration_jobs.state(data, settings_for(data, settings))

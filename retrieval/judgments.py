@@ -178,8 +178,9 @@ def _change(entry: dict[str, Any], card: str, after: dict[str, Any] | None, by: 
     return before
 
 
-class JudgmentStore:
-    """The judgments in the Chroma store the dense branch uses (``CHROMA_HOST`` if set, else ``CHROMA_PATH``)."""
+class _Records:
+    """The records of the ``judgments`` collection: read by id or page by page, written back, and the page sessions'
+    tallies. ``JudgmentStore`` adds the changes."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -193,6 +194,98 @@ class JudgmentStore:
             client = client_for(self.settings)
             self._collection = client.get_or_create_collection(COLLECTION, metadata={"purpose": "relevance judgments"})
         return self._collection
+
+    # --------------------------------------------------------------------------------------------- records
+    def _records(self, ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+        got = self.collection.get(ids=ids, include=["metadatas", "documents"]) if ids else {"ids": []}
+        return {rid: (meta, json.loads(doc)) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])}
+
+    def _upsert(self, records: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        gone = [rid for rid, (_, body) in records.items() if not any(t["grades"] for t in body["turns"].values())]
+        if gone:
+            self.collection.delete(ids=gone)
+        kept = {rid: rec for rid, rec in records.items() if rid not in gone}
+        if not kept:
+            return
+        metas = [
+            {
+                "corpus": m["corpus"],
+                "scope": m["scope"],
+                "cards": sum(len(t["grades"]) for t in b["turns"].values()),
+                "made_at": _now(),
+            }
+            for m, b in kept.values()
+        ]
+        self.collection.upsert(
+            ids=list(kept),
+            embeddings=[[1.0] for _ in kept],
+            documents=[json.dumps(b, ensure_ascii=False) for _, b in kept.values()],
+            metadatas=metas,
+        )
+
+    def _tally(self, by: str, delta: int) -> None:
+        """Keep count of the judgments a page session made (``count_by``): one small record per session."""
+        if not delta:
+            return
+        n = max(0, self.count_by(by) + delta)
+        self.collection.upsert(ids=[_tally_id(by)], embeddings=[[1.0]], documents=[""], metadatas=[{"tally": n}])
+
+    def _edit(self, corpus: str, turn: str, scope: str, edit) -> Any:
+        """Read a turn's entry, let ``edit(entry)`` change it (its result is returned), write it back."""
+        rid, key = _record_id(_check_corpus(corpus), scope, turn), turn_key(turn)
+        with _WRITE_LOCK:
+            found = self._records([rid]).get(rid)
+            if found is None or key not in found[1]["turns"]:
+                return None
+            entry = found[1]["turns"][key]
+            out = edit(entry)
+            if not entry["grades"]:
+                found[1]["turns"].pop(key)
+            self._upsert({rid: found})
+        return out
+
+    # --------------------------------------------------------------------------------------------- reading
+    def turn_judgments(self, corpus: str, turn: str, scope: str = LABEL) -> list[Judgment]:
+        """The judgments of one turn in one scope, from its bucket's record read by id (nothing else is read)."""
+        rid = _record_id(_check_corpus(corpus), scope, turn)
+        found = self._records([rid]).get(rid)
+        return _judgments_of(*found, only=turn_key(turn)) if found else []
+
+    def for_turn(self, corpus: str, turn: str, scope: str = LABEL) -> dict[str, int]:
+        """Card id -> grade for one turn (matched without case or extra spaces) in ``scope`` (the labels)."""
+        return {j.card_id: j.grade for j in self.turn_judgments(corpus, turn, scope)}
+
+    def iter_all(self, corpus: str, scope: str = LABEL) -> Iterator[Judgment]:
+        """Every judgment of ``corpus`` in ``scope``, read ``PAGE`` records at a time."""
+        where = {"$and": [{"corpus": _check_corpus(corpus)}, {"scope": scope}]}
+        offset = 0
+        while True:
+            got = self.collection.get(where=where, include=["metadatas", "documents"], limit=PAGE, offset=offset)
+            for meta, doc in zip(got["metadatas"], got["documents"]):
+                yield from _judgments_of(meta, json.loads(doc))
+            if len(got["ids"]) < PAGE:
+                return
+            offset += PAGE
+
+    def all(self, corpus: str, scope: str = LABEL) -> list[Judgment]:
+        """Every judgment of ``corpus`` in ``scope`` (the labels), by turn then card."""
+        return sorted(self.iter_all(corpus, scope), key=lambda j: (turn_key(j.turn), j.card_id))
+
+    def has_labels(self, corpus: str) -> bool:
+        """True if ``corpus`` has at least one label judgment (one record read)."""
+        got = self.collection.get(
+            where={"$and": [{"corpus": _check_corpus(corpus)}, {"scope": LABEL}]}, include=[], limit=1
+        )
+        return bool(got["ids"])
+
+    def count_by(self, by: str) -> int:
+        """How many judgments the page session ``by`` has made and not undone (its tally: one record read)."""
+        got = self.collection.get(ids=[_tally_id(by)], include=["metadatas"])
+        return int(got["metadatas"][0].get("tally", 0)) if got["ids"] else 0
+
+
+class JudgmentStore(_Records):
+    """The judgments in the Chroma store the dense branch uses (``CHROMA_HOST`` if set, else ``CHROMA_PATH``)."""
 
     # --------------------------------------------------------------------------------------------- writing
     def put(
@@ -262,54 +355,6 @@ class JudgmentStore:
             if part and part[0].by != CLI:
                 self._tally(part[0].by, new)
 
-    def _records(self, ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-        got = self.collection.get(ids=ids, include=["metadatas", "documents"]) if ids else {"ids": []}
-        return {rid: (meta, json.loads(doc)) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])}
-
-    def _upsert(self, records: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
-        gone = [rid for rid, (_, body) in records.items() if not any(t["grades"] for t in body["turns"].values())]
-        if gone:
-            self.collection.delete(ids=gone)
-        kept = {rid: rec for rid, rec in records.items() if rid not in gone}
-        if not kept:
-            return
-        metas = [
-            {
-                "corpus": m["corpus"],
-                "scope": m["scope"],
-                "cards": sum(len(t["grades"]) for t in b["turns"].values()),
-                "made_at": _now(),
-            }
-            for m, b in kept.values()
-        ]
-        self.collection.upsert(
-            ids=list(kept),
-            embeddings=[[1.0] for _ in kept],
-            documents=[json.dumps(b, ensure_ascii=False) for _, b in kept.values()],
-            metadatas=metas,
-        )
-
-    def _tally(self, by: str, delta: int) -> None:
-        """Keep count of the judgments a page session made (``count_by``): one small record per session."""
-        if not delta:
-            return
-        n = max(0, self.count_by(by) + delta)
-        self.collection.upsert(ids=[_tally_id(by)], embeddings=[[1.0]], documents=[""], metadatas=[{"tally": n}])
-
-    def _edit(self, corpus: str, turn: str, scope: str, edit) -> Any:
-        """Read a turn's entry, let ``edit(entry)`` change it (its result is returned), write it back."""
-        rid, key = _record_id(_check_corpus(corpus), scope, turn), turn_key(turn)
-        with _WRITE_LOCK:
-            found = self._records([rid]).get(rid)
-            if found is None or key not in found[1]["turns"]:
-                return None
-            entry = found[1]["turns"][key]
-            out = edit(entry)
-            if not entry["grades"]:
-                found[1]["turns"].pop(key)
-            self._upsert({rid: found})
-        return out
-
     def remove(self, corpus: str, turn: str, card_id: str, *, by: str = CLI, scope: str = LABEL) -> bool:
         """Forget one judgment (False if there is none); noted in the turn's history, so it can be undone."""
         card_id = check_card_id(card_id)
@@ -354,45 +399,6 @@ class JudgmentStore:
                 return dropped
             self.collection.delete(ids=got["ids"])
             dropped += len(got["ids"])
-
-    # --------------------------------------------------------------------------------------------- reading
-    def turn_judgments(self, corpus: str, turn: str, scope: str = LABEL) -> list[Judgment]:
-        """The judgments of one turn in one scope, from its bucket's record read by id (nothing else is read)."""
-        rid = _record_id(_check_corpus(corpus), scope, turn)
-        found = self._records([rid]).get(rid)
-        return _judgments_of(*found, only=turn_key(turn)) if found else []
-
-    def for_turn(self, corpus: str, turn: str, scope: str = LABEL) -> dict[str, int]:
-        """Card id -> grade for one turn (matched without case or extra spaces) in ``scope`` (the labels)."""
-        return {j.card_id: j.grade for j in self.turn_judgments(corpus, turn, scope)}
-
-    def iter_all(self, corpus: str, scope: str = LABEL) -> Iterator[Judgment]:
-        """Every judgment of ``corpus`` in ``scope``, read ``PAGE`` records at a time."""
-        where = {"$and": [{"corpus": _check_corpus(corpus)}, {"scope": scope}]}
-        offset = 0
-        while True:
-            got = self.collection.get(where=where, include=["metadatas", "documents"], limit=PAGE, offset=offset)
-            for meta, doc in zip(got["metadatas"], got["documents"]):
-                yield from _judgments_of(meta, json.loads(doc))
-            if len(got["ids"]) < PAGE:
-                return
-            offset += PAGE
-
-    def all(self, corpus: str, scope: str = LABEL) -> list[Judgment]:
-        """Every judgment of ``corpus`` in ``scope`` (the labels), by turn then card."""
-        return sorted(self.iter_all(corpus, scope), key=lambda j: (turn_key(j.turn), j.card_id))
-
-    def has_labels(self, corpus: str) -> bool:
-        """True if ``corpus`` has at least one label judgment (one record read)."""
-        got = self.collection.get(
-            where={"$and": [{"corpus": _check_corpus(corpus)}, {"scope": LABEL}]}, include=[], limit=1
-        )
-        return bool(got["ids"])
-
-    def count_by(self, by: str) -> int:
-        """How many judgments the page session ``by`` has made and not undone (its tally: one record read)."""
-        got = self.collection.get(ids=[_tally_id(by)], include=["metadatas"])
-        return int(got["metadatas"][0].get("tally", 0)) if got["ids"] else 0
 
 
 def judged_turn(settings: Settings, corpus: str, turn: str) -> dict[str, int]:
