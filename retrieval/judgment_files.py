@@ -3,8 +3,8 @@
 machine's owner, so it changes a corpus's labels (``retrieval.judgments.LABEL``) of any corpus, the shipped one too.
 
 An import streams: the qrels file is read twice, line by line (first every line is checked, and nothing is written
-if one is wrong; then the judgments are written ``STREAM_ROWS`` at a time), so only the queries file's turn texts
-are held whole.
+if one is wrong; then the judgments are written ``STREAM_ROWS`` at a time, each write touching at most 4,096
+records), so only the queries file's turn texts and one batch are held whole.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from retrieval.judgments import (
 )
 from retrieval.settings import Settings
 
-STREAM_ROWS = 5000  # qrels rows written per batch of an import
+STREAM_ROWS = 50_000  # qrels rows per write of an import (each write reads and rewrites at most 4,096 records)
 
 
 def export_beir(judgments: Iterable[Judgment], folder: str | Path, split: str = "test") -> list[Path]:

@@ -57,7 +57,8 @@ LABEL = "label"  # the scope of the judgments a corpus is scored on
 CLI = "cli"  # who made a judgment from the command line (the machine's owner)
 SHIPPED = "shipped"  # the shipped cards' identity (``retrieval.corpora.SHIPPED``)
 PAGE = 1000  # records per read: far below SQLite's 32,766 variables
-STREAM = 5000  # judgments folded into their records per write
+STREAM = 50_000  # judgments folded into their records per write: each write touches at most 4,096 records
+CHUNK = 4000  # records per Chroma call (its largest batch is about 5,400)
 MAX_MARKS = 500  # judgments one page session may keep (its marks and, as a corpus's owner, its labels)
 MAX_CARDS_PER_TURN = 5000  # judged cards of one turn in one scope
 HISTORY = 20  # changes kept per record for undo
@@ -197,13 +198,18 @@ class _Records:
 
     # --------------------------------------------------------------------------------------------- records
     def _records(self, ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-        got = self.collection.get(ids=ids, include=["metadatas", "documents"]) if ids else {"ids": []}
-        return {rid: (meta, json.loads(doc)) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])}
+        out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for lo in range(0, len(ids), CHUNK):
+            got = self.collection.get(ids=ids[lo : lo + CHUNK], include=["metadatas", "documents"])
+            out.update(
+                (rid, (meta, json.loads(doc))) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])
+            )
+        return out
 
     def _upsert(self, records: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
         gone = [rid for rid, (_, body) in records.items() if not any(t["grades"] for t in body["turns"].values())]
-        if gone:
-            self.collection.delete(ids=gone)
+        for lo in range(0, len(gone), CHUNK):
+            self.collection.delete(ids=gone[lo : lo + CHUNK])
         kept = {rid: rec for rid, rec in records.items() if rid not in gone}
         if not kept:
             return
@@ -216,12 +222,12 @@ class _Records:
             }
             for m, b in kept.values()
         ]
-        self.collection.upsert(
-            ids=list(kept),
-            embeddings=[[1.0] for _ in kept],
-            documents=[json.dumps(b, ensure_ascii=False) for _, b in kept.values()],
-            metadatas=metas,
-        )
+        ids, docs = list(kept), [json.dumps(b, ensure_ascii=False) for _, b in kept.values()]
+        for lo in range(0, len(ids), CHUNK):
+            part = slice(lo, lo + CHUNK)
+            self.collection.upsert(
+                ids=ids[part], embeddings=[[1.0]] * len(ids[part]), documents=docs[part], metadatas=metas[part]
+            )
 
     def _tally(self, by: str, delta: int) -> None:
         """Keep count of the judgments a page session made (``count_by``): one small record per session."""
