@@ -16,14 +16,14 @@ deleting a corpus deletes its judgments (``drop``).
 One small collection, ``judgments``, holds one record per (corpus identity, scope, bucket): the scope is ``label`` or
 ``mark:<judge>``, the bucket is 3 hex digits of the hash of the turn (compared without case or extra spaces), so a
 corpus has at most 4,096 records per scope however many judgments it holds, and a turn's judgments are read from
-one record fetched by id (never by scanning a corpus's). A record's document is JSON: per turn its text, card id ->
-{grade, when (UTC), by}, and its last changes (for undo). Reading all of a corpus's judgments goes ``PAGE`` records
-at a time (SQLite refuses more than 32,766 variables in one statement). A page session's judgments are counted in a
-small tally record of its own (``MAX_MARKS``). Chroma needs a vector per record: each carries the constant
-``[1.0]``; nothing ever searches it. Two processes changing turns of the same bucket at the same instant may lose
-one change (a write reads the bucket, changes it and writes it back; within a process a lock orders them).
-Records of earlier versions (one per judgment, keyed by corpus name, with no scope) are neither read nor counted:
-anyone could have made them.
+one record fetched by id (never by scanning a corpus's). A record's metadata ``data`` is JSON: per turn its text,
+card id -> [grade, when (UTC), by, fingerprint], and its page sessions' last changes (for undo). Reading all of a
+corpus's judgments goes ``PAGE`` records at a time (SQLite refuses more than 32,766 variables in one statement). A
+page session's judgments are counted in a small tally record of its own (``MAX_MARKS``). Chroma needs a vector per
+record: each carries the constant ``[1.0]``; nothing ever searches it. Two processes changing turns of the same
+bucket at the same instant may lose one change (a write reads the bucket, changes it and writes it back; within a
+process a lock orders them). Records of earlier versions (one per judgment, keyed by corpus name, with no scope)
+are neither read nor counted: anyone could have made them.
 
 How labels meet a corpus's own labeled turns (``merge``): a judged turn whose text matches a labeled turn adds its
 cards to that turn's labels and overrides the grade of a card both name (the owner's judgment is the newer word); a
@@ -161,7 +161,7 @@ def _now() -> str:
 def _judgments_of(meta: dict[str, Any], body: dict[str, Any], only: str | None = None) -> list[Judgment]:
     turns = body["turns"] if only is None else {only: body["turns"][only]} if only in body["turns"] else {}
     return [
-        Judgment(meta["corpus"], t["turn"], card, int(g["grade"]), g["at"], g.get("fp", ""), g["by"], meta["scope"])
+        Judgment(meta["corpus"], t["turn"], card, int(g[0]), g[1], g[3], g[2], meta["scope"])
         for _, t in sorted(turns.items())
         for card, g in sorted(t["grades"].items())
     ]
@@ -175,8 +175,19 @@ def _change(entry: dict[str, Any], card: str, after: dict[str, Any] | None, by: 
         entry["grades"].pop(card, None)
     else:
         entry["grades"][card] = after
-    entry["history"] = [*entry["history"], {"card": card, "before": before, "by": by}][-HISTORY:]
+    if by != CLI:  # the command line's changes (an import of 100,000 lines) are not undone card by card
+        entry["history"] = [*entry["history"], {"card": card, "before": before, "by": by}][-HISTORY:]
     return before
+
+
+def _meta(meta: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "corpus": meta["corpus"],
+        "scope": meta["scope"],
+        "cards": sum(len(t["grades"]) for t in body["turns"].values()),
+        "made_at": _now(),
+        "data": json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+    }
 
 
 class _Records:
@@ -200,41 +211,28 @@ class _Records:
     def _records(self, ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         for lo in range(0, len(ids), CHUNK):
-            got = self.collection.get(ids=ids[lo : lo + CHUNK], include=["metadatas", "documents"])
-            out.update(
-                (rid, (meta, json.loads(doc))) for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"])
-            )
+            got = self.collection.get(ids=ids[lo : lo + CHUNK], include=["metadatas"])
+            out.update((rid, (meta, json.loads(meta["data"]))) for rid, meta in zip(got["ids"], got["metadatas"]))
         return out
 
     def _upsert(self, records: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """Write records back (the JSON in metadata ``data``: a document would be full-text indexed, 3x slower);
+        a record left without a grade is deleted."""
         gone = [rid for rid, (_, body) in records.items() if not any(t["grades"] for t in body["turns"].values())]
         for lo in range(0, len(gone), CHUNK):
             self.collection.delete(ids=gone[lo : lo + CHUNK])
-        kept = {rid: rec for rid, rec in records.items() if rid not in gone}
-        if not kept:
-            return
-        metas = [
-            {
-                "corpus": m["corpus"],
-                "scope": m["scope"],
-                "cards": sum(len(t["grades"]) for t in b["turns"].values()),
-                "made_at": _now(),
-            }
-            for m, b in kept.values()
-        ]
-        ids, docs = list(kept), [json.dumps(b, ensure_ascii=False) for _, b in kept.values()]
+        ids = [rid for rid in records if rid not in set(gone)]
         for lo in range(0, len(ids), CHUNK):
-            part = slice(lo, lo + CHUNK)
-            self.collection.upsert(
-                ids=ids[part], embeddings=[[1.0]] * len(ids[part]), documents=docs[part], metadatas=metas[part]
-            )
+            part = ids[lo : lo + CHUNK]
+            metas = [_meta(*records[rid]) for rid in part]
+            self.collection.upsert(ids=part, embeddings=[[1.0]] * len(part), metadatas=metas)
 
     def _tally(self, by: str, delta: int) -> None:
         """Keep count of the judgments a page session made (``count_by``): one small record per session."""
         if not delta:
             return
         n = max(0, self.count_by(by) + delta)
-        self.collection.upsert(ids=[_tally_id(by)], embeddings=[[1.0]], documents=[""], metadatas=[{"tally": n}])
+        self.collection.upsert(ids=[_tally_id(by)], embeddings=[[1.0]], metadatas=[{"tally": n}])
 
     def _edit(self, corpus: str, turn: str, scope: str, edit) -> Any:
         """Read a turn's entry, let ``edit(entry)`` change it (its result is returned), write it back."""
@@ -266,9 +264,9 @@ class _Records:
         where = {"$and": [{"corpus": _check_corpus(corpus)}, {"scope": scope}]}
         offset = 0
         while True:
-            got = self.collection.get(where=where, include=["metadatas", "documents"], limit=PAGE, offset=offset)
-            for meta, doc in zip(got["metadatas"], got["documents"]):
-                yield from _judgments_of(meta, json.loads(doc))
+            got = self.collection.get(where=where, include=["metadatas"], limit=PAGE, offset=offset)
+            for meta in got["metadatas"]:
+                yield from _judgments_of(meta, json.loads(meta["data"]))
             if len(got["ids"]) < PAGE:
                 return
             offset += PAGE
@@ -349,7 +347,7 @@ class JudgmentStore(_Records):
                 meta, body = current.get(rid) or ({"corpus": items[0].corpus, "scope": items[0].scope}, {"turns": {}})
                 for j in items:
                     entry = body["turns"].setdefault(turn_key(j.turn), {"turn": j.turn, "grades": {}, "history": []})
-                    after = {"grade": j.grade, "at": j.made_at, "by": j.by, "fp": j.fingerprint}
+                    after = [j.grade, j.made_at, j.by, j.fingerprint]
                     new += _change(entry, j.card_id, after, j.by) is None
                     if len(entry["grades"]) > MAX_CARDS_PER_TURN:
                         raise ValueError(
