@@ -59,6 +59,7 @@ SHIPPED = "shipped"  # the shipped cards' identity (``retrieval.corpora.SHIPPED`
 PAGE = 1000  # records per read: far below SQLite's 32,766 variables
 STREAM = 50_000  # judgments folded into their records per write: each write touches at most 4,096 records
 CHUNK = 4000  # records per Chroma call (its largest batch is about 5,400)
+WRITE_RECORDS = 500  # records read, changed and written back at a time
 MAX_MARKS = 500  # judgments one page session may keep (its marks and, as a corpus's owner, its labels)
 MAX_CARDS_PER_TURN = 5000  # judged cards of one turn in one scope
 HISTORY = 20  # changes kept per record for undo
@@ -188,6 +189,17 @@ def _meta(meta: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         "made_at": _now(),
         "data": json.dumps(body, ensure_ascii=False, separators=(",", ":")),
     }
+
+
+def _fold(body: dict[str, Any], j: Judgment) -> bool:
+    """Set one judgment in a bucket's body; True if its card was not judged on that turn before."""
+    entry = body["turns"].setdefault(turn_key(j.turn), {"turn": j.turn, "grades": {}, "history": []})
+    new = _change(entry, j.card_id, [j.grade, j.made_at, j.by, j.fingerprint], j.by) is None
+    if len(entry["grades"]) > MAX_CARDS_PER_TURN:
+        raise ValueError(
+            f"the turn {j.turn[:80]!r} would have more than {MAX_CARDS_PER_TURN:,} judged cards, the limit per turn."
+        )
+    return new
 
 
 class _Records:
@@ -336,26 +348,24 @@ class JudgmentStore(_Records):
         return made
 
     def _write(self, part: Sequence[Judgment]) -> None:
-        """Fold ``part`` into the records of their buckets (read by id, changed, written back)."""
+        """Fold ``part`` into the records of their buckets, ``WRITE_RECORDS`` records at a time (read by id,
+        changed, written back): only those are held in memory, never all of a corpus's."""
         groups: dict[str, list[Judgment]] = {}
         for j in part:
             groups.setdefault(_record_id(j.corpus, j.scope, j.turn), []).append(j)
+        rids, new = list(groups), 0
         with _WRITE_LOCK:
-            current = self._records(list(groups))
-            new = 0
-            for rid, items in groups.items():
-                meta, body = current.get(rid) or ({"corpus": items[0].corpus, "scope": items[0].scope}, {"turns": {}})
-                for j in items:
-                    entry = body["turns"].setdefault(turn_key(j.turn), {"turn": j.turn, "grades": {}, "history": []})
-                    after = [j.grade, j.made_at, j.by, j.fingerprint]
-                    new += _change(entry, j.card_id, after, j.by) is None
-                    if len(entry["grades"]) > MAX_CARDS_PER_TURN:
-                        raise ValueError(
-                            f"the turn {j.turn[:80]!r} would have more than {MAX_CARDS_PER_TURN:,} judged cards, the "
-                            "limit per turn."
-                        )
-                current[rid] = (meta, body)
-            self._upsert({rid: current[rid] for rid in groups})
+            for lo in range(0, len(rids), WRITE_RECORDS):
+                current = self._records(rids[lo : lo + WRITE_RECORDS])
+                for rid in rids[lo : lo + WRITE_RECORDS]:
+                    items = groups[rid]
+                    meta, body = current.get(rid) or (
+                        {"corpus": items[0].corpus, "scope": items[0].scope},
+                        {"turns": {}},
+                    )
+                    new += sum(_fold(body, j) for j in items)
+                    current[rid] = (meta, body)
+                self._upsert(current)
             if part and part[0].by != CLI:
                 self._tally(part[0].by, new)
 
