@@ -4,8 +4,8 @@
 A corpus has labeled turns when it was registered with some (the shipped queries schema beside cards, or BEIR
 ``queries.jsonl`` + ``qrels/*.tsv``), when it is a BEIR folder under the data root holding both files (how many
 is known only once it is loaded), for the shipped cards when ``queries.jsonl`` sits beside them, or when judgments
-were made for it (``retrieval.judgments``, kept in the Chroma store): the judgments are merged into its labeled
-turns by ``retrieval.judgments.merge``.
+were made for it (``retrieval.judgments``, kept in the Chroma store, bound to the corpus's identity): its labels
+(never a visitor's own marks) are merged into its labeled turns by ``retrieval.judgments.merge``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def labeled_dataset(
         if not dataset.queries:
             raise ValueError(
                 f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
-                f"{queries.name} beside them or judgments made in the page, or pick a corpus with "
+                f"{queries.name} beside them or labels from `python -m retrieval judgments`, or pick a corpus with "
                 "labeled turns."
             )
         return None, limit_turns(dataset, limit)
@@ -105,7 +105,8 @@ def labeled_dataset(
     if not dataset.queries:
         raise ValueError(
             f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
-            "beside the cards, BEIR queries.jsonl + qrels/, or judgments made in the page."
+            "beside the cards, BEIR queries.jsonl + qrels/, or labels judged by its owner (in the page, the session "
+            "that uploaded it; or `python -m retrieval judgments`)."
         )
     return data, limit_turns(dataset, limit)
 
