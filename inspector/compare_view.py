@@ -23,7 +23,7 @@ from retrieval.corpus import CorpusError
 from retrieval.encoders import canonical_embedder
 from retrieval.evaluation.compare import stage_metrics
 from retrieval.formats import LoadError
-from retrieval.judgments import judged_turn
+from retrieval.judgments import corpus_identity, judged_turn
 from retrieval.query import QueryError, clean_query
 from retrieval.settings import CONTROLS
 from retrieval.types import RetrievalResult
@@ -70,7 +70,7 @@ def labeled_qrels(query: str, corpus: str | None = None) -> dict[str, int]:
     except (LoadError, CorpusError, ValueError, OSError) as exc:
         log.warning("no labeled turns for corpus %r: %s", corpus, exc)
         return {}
-    judged = judged_turn(handlers.base_settings(), data.entry.name, query) if str(query or "").strip() else {}
+    judged = judged_turn(handlers.base_settings(), corpus_identity(data), query) if str(query or "").strip() else {}
     return {**labels_by_turn(data).get(turn_key(query), {}), **judged}  # judgments win (retrieval.judgments.merge)
 
 

@@ -323,7 +323,9 @@ def calibration_html(name: str | None) -> str:
     except Exception as exc:
         return f'<div class="calibration">Refusal calibration: unavailable ({render.esc(str(exc))}).</div>'
     parts = []
-    if job is not None and job.status == "running":
+    if job is not None and job.status == "queued":
+        parts.append("<p>Waiting: another corpus is being calibrated (one at a time; press ↻ to update).</p>")
+    elif job is not None and job.status == "running":
         parts.append(f"<p>Calibrating: {job.done}/{job.total or '?'} turns run (press ↻ to update).</p>")
     elif job is not None and job.status == "failed":
         parts.append(f"<p>The last calibration failed: {render.esc(job.error)}</p>")
@@ -363,12 +365,14 @@ def _frac(pair: list[int]) -> str:
     return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "–"
 
 
-def recalibrate(name: str | None) -> str:
-    """Start calibrating the picked corpus again (in the background); the panel says so."""
+def recalibrate(name: str | None, token: str | None = None) -> str:
+    """Start calibrating the picked corpus again (in the background, one corpus at a time): only for a corpus this
+    session uploaded or attached (``Registry.may_calibrate``); the panel says so."""
     from retrieval.corpora import start_calibration
 
     try:
-        data = _registry().open(name or SHIPPED)
+        registry = _registry()
+        data = registry.load(registry.may_calibrate(name, token))
         if data.key is not None and not (is_ready(data, _settings())):
             raise ValueError(f"{data.entry.name} is not open in this app yet: open it (and let it index) first.")
         start_calibration(data, _settings())
@@ -433,8 +437,9 @@ def turn_picker(query: gr.Textbox, corpus: gr.Textbox) -> gr.Dropdown:
     return picker
 
 
-def build_data_tab(corpus: gr.Textbox) -> None:
-    """The Data tab's layout and wiring; ``corpus`` is the session's active corpus (built in ``ui.build_app``)."""
+def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
+    """The Data tab's layout and wiring; ``corpus`` is the session's active corpus and ``owner`` its owner token
+    (both built in ``ui.build_app``)."""
     limits = Limits.from_env()
     gr.Markdown(
         "### Your own data\nPick the corpus this browser session inspects, or upload one: cards JSONL "
@@ -445,7 +450,7 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     )
     active = gr.HTML(active_html(None), elem_id="active-corpus")
     pending = gr.State(None)
-    owner = gr.State(None)  # this session's owner token: made on its first upload, never shown
+    owner = owner if owner is not None else gr.State(None)  # the session's owner token: made on first use, never shown
     with gr.Row(equal_height=True):
         picker = gr.Dropdown(
             choices=picker_choices(),
@@ -521,7 +526,7 @@ def build_data_tab(corpus: gr.Textbox) -> None:
     delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
     picker.change(refusal_of, picker, refusal, **private)
     picker.change(calibration_html, picker, calibration, **private)
-    calibrate_btn.click(recalibrate, picker, calibration, **private)
+    calibrate_btn.click(recalibrate, [picker, owner], calibration, **private)
     calibration_refresh.click(calibration_html, picker, calibration, **private)
     attach_btn.click(
         attach_collection, [collections, model, text_field, corpus, owner], [*state_out, picker, owner], **private

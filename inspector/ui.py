@@ -108,13 +108,14 @@ def build_app() -> gr.Blocks:
         banner = gr.HTML(corpus_words.banner(corpus_words.words_for(None)), elem_id="banner")
         # The session's active corpus (Data tab): hidden, per browser session, the run_turn API's `corpus`.
         corpus = gr.Textbox("", visible=False, elem_id="corpus", label="corpus")
+        owner = gr.State(None)  # the session's owner token (its uploads, its judgments): made on first use, never shown
         ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         turn_exercise = exercise_tab.TurnExercise()  # "make an exercise from this turn": placed in the Inspector
         with gr.Tabs() as tabs:
             with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
-                restore_links = build_inspector_tab(corpus, banner, turn_exercise)
+                restore_links = build_inspector_tab(corpus, banner, turn_exercise, owner)
             with gr.Tab("Data", id="data"):
-                data_tab.build_data_tab(corpus)
+                data_tab.build_data_tab(corpus, owner)
             with gr.Tab("RRF classroom", id="classroom", elem_id="classroom-tab"):
                 room = build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
@@ -132,6 +133,7 @@ def build_inspector_tab(
     corpus: gr.Textbox | None = None,
     banner: gr.HTML | None = None,
     turn_exercise: exercise_tab.TurnExercise | None = None,
+    owner: gr.State | None = None,
 ) -> Callable[[gr.Blocks], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
     to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it); ``banner``, the
@@ -174,7 +176,7 @@ def build_inspector_tab(
         )
 
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
-        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus)  # Why not…? + judgments
+        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus, owner)  # + judgments
 
     def finish(app: gr.Blocks) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus)

@@ -3,7 +3,8 @@
 - Why not…?: any card of the session's corpus (by id or words of its title) through every stage of the current turn
   at A's controls (and B's, side by side, in compare mode): ``retrieval.why.explain``, rendered here.
 - Judgments: a grade 0-3 for any card of the four columns or the box, for the current turn, kept in the Chroma
-  store (``retrieval.judgments``): they outlive the app and every session sharing the store sees them.
+  store (``retrieval.judgments``): a label of the corpus when this session may change it, else the session's own
+  mark (``inspector.judge_view``); Undo takes back the session's latest change.
 - Tune: ``retrieval.evaluation.tune`` on the Evaluation tab's live corpus; Apply sets A's controls to the
   suggestion and B's to the defaults, turns compare mode on and re-runs the turn, so the share link carries it.
 
@@ -23,12 +24,12 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import handlers, jobs
+from inspector import handlers, jobs, judge_view
 from inspector.render import esc, render_message
 from retrieval.corpora import SHIPPED
-from retrieval.judgments import GRADES, JudgmentStore, check_grade, turn_key
-from retrieval.query import QueryError, clean_query
-from retrieval.why import WhyNot, cards_of, explain, find_card
+from retrieval.judgments import GRADES, turn_key
+from retrieval.query import QueryError
+from retrieval.why import WhyNot, cards_of, explain
 
 log = logging.getLogger(__name__)
 
@@ -213,52 +214,32 @@ def end_session(request: gr.Request | None = None) -> None:
 
 
 def judged_view(query: str, corpus: str | None, *a_values: Any) -> tuple[Any, str]:
+    """``judged_view_for`` a session without an owner token (it sees the turn's labels only)."""
+    return judged_view_for(query, corpus, None, *a_values)
+
+
+def judged_view_for(query: str, corpus: str | None, token: str | None, *a_values: Any) -> tuple[Any, str]:
     """After a turn: the judge picker's cards (the four columns, and the card this session already picked for this
-    turn, which stays picked) and this turn's judgments."""
+    turn, which stays picked), this turn's labels and this session's own marks (``judge_view``)."""
     try:
         turn = handlers.execute(query, dict(zip(CONTROLS, a_values)), corpus)
     except (QueryError, ValueError):
         return gr.Dropdown(choices=[], value=None), ""
     titles = cards_of(turn.retriever)  # one pass over the corpus's sub-chunks, for the judgments and the picker
-    judged = _judged(turn.query, corpus, titles)  # reads the store: can take a while on a busy machine
+    judged = _judged(turn.query, corpus, titles, token)  # reads the store: can take a while on a busy machine
     pick = pick_for(handlers.current_session(), turn.query, corpus)  # so read last: a Why not…? answered meanwhile
     pick = pick if pick in titles else None  # a corpus replaced under the same name may not hold that card any more
     return gr.Dropdown(choices=_choices(turn.retriever, turn.result, extra=pick, titles=titles), value=pick), judged
 
 
-def _judged(query: str, corpus: str | None, titles: Mapping[str, str]) -> str:
-    try:
-        rows = JudgmentStore(handlers.base_settings()).all(_corpus_name(corpus))
-    except Exception as exc:
-        log.warning("judgments unavailable: %s", exc)
-        return render_message(f"Judgments are unavailable ({type(exc).__name__}): the store cannot be read.")
-    mine = [j for j in rows if turn_key(j.turn) == turn_key(query)]
-    return render_judged({j.card_id: j.grade for j in mine}, {j.card_id: j.made_at for j in mine}, titles)
+def _judged(query: str, corpus: str | None, titles: Mapping[str, str], token: str | None = None) -> str:
+    return judge_view.judged_html(query, corpus, titles, token)
 
 
-def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None) -> str:
-    """Callback: record a grade for (turn, card) in the session's corpus; the turn's judgments after it."""
-    try:
-        if not card:
-            raise ValueError("pick a card to judge (from the four columns or the Why not…? box).")
-        if grade is None or grade == "":
-            raise ValueError("pick a grade: 0 not relevant, 1 somewhat, 2 relevant, 3 perfectly relevant.")
-        settings = handlers.base_settings()
-        from retrieval.corpora import turn_corpus
-        from retrieval.corpus import fingerprint
-
-        retriever, _ = turn_corpus(corpus, settings)
-        card_id = find_card(retriever, card)
-        turn = clean_query(query)
-        JudgmentStore(settings).put(
-            _corpus_name(corpus), turn, card_id, check_grade(grade), fingerprint=fingerprint(retriever.chunks)
-        )
-        return _judged(turn, corpus, cards_of(retriever))
-    except (QueryError, ValueError) as exc:
-        return render_message(str(exc))
-    except Exception as exc:
-        log.exception("saving a judgment failed")
-        return render_message(f"The judgment was not saved ({type(exc).__name__}); see the server log.")
+def save_judgment(query: str, card: str | None, grade: Any, corpus: str | None, token: str | None = None) -> str:
+    """Record a grade for (turn, card) (``judge_view.save``: a label if this session may change the corpus, else its
+    own mark); the turn's judgments after it."""
+    return judge_view.save(query, card, grade, corpus, token)[0]
 
 
 # ------------------------------------------------------------------------------------------------ layout
@@ -269,10 +250,13 @@ def attach(
     outputs: dict[str, Any],
     turn_events: Sequence[Any],
     corpus: Any,
+    owner: Any = None,
 ):
-    """Build the Why not…? box and the judgments below what is already in the tab, and wire them. Returns the
-    function that wires the Evaluation tab's Apply (call it with the app once every tab exists)."""
+    """Build the Why not…? box and the judgments below what is already in the tab, and wire them (``owner``: the
+    session's owner token, a ``gr.State`` shared with the Data tab). Returns the function that wires the Evaluation
+    tab's Apply (call it with the app once every tab exists)."""
     corpus_box = corpus if corpus is not None else gr.State("")
+    owner = owner if owner is not None else gr.State(None)
     gr.HTML(f"<style>{CSS}</style>")
     with gr.Accordion(
         "Why not…? Any card of this corpus through every stage of this turn", open=True, elem_id="why-not"
@@ -304,6 +288,7 @@ def attach(
                 scale=2,
             )
             save = gr.Button("Save judgment", elem_id="judge-save", scale=1, min_width=120)
+            undo = gr.Button("Undo", elem_id="judge-undo", scale=0, min_width=80)
         judged = gr.HTML("", elem_id="judgments")
     a_list, b_list = list(controls.values()), list(panel["b"].values())
     private: dict[str, Any] = dict(api_visibility="private")
@@ -311,7 +296,11 @@ def attach(
     # preprocess=False: why_not and judged_view type every control themselves (handlers.execute), so a malformed
     # slider value sent to these events gets a message instead of Gradio's processing error
     refill = dict(
-        fn=judged_view, inputs=[query, corpus_box, *a_list], outputs=[judge, judged], preprocess=False, **private
+        fn=judged_view_for,
+        inputs=[query, corpus_box, owner, *a_list],
+        outputs=[judge, judged],
+        preprocess=False,
+        **private,
     )
     for asked in (ask.click, card.submit):  # a refill follows each Why not…?: the last word on the picker is always
         asked(
@@ -324,7 +313,8 @@ def attach(
         ).then(**refill)  # saw the box's pick, whenever the turn's own refill lands
     for event in turn_events:
         event.then(**refill)
-    save.click(save_judgment, [query, judge, grade, corpus_box], judged, **private)
+    save.click(judge_view.save, [query, judge, grade, corpus_box, owner], [judged, owner], **private)
+    undo.click(judge_view.undo, [query, corpus_box, owner], judged, **private)
 
     def wire_apply(app: gr.Blocks) -> None:
         parts = _TUNE_PARTS.get(app)

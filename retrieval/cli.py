@@ -213,7 +213,7 @@ def _wait_calibration(data, settings: Settings, job=None) -> None:
     from retrieval.corpora import calibration_state
 
     job = job or calibration_state(data, settings)[1]
-    while job is not None and job.status == "running":
+    while job is not None and job.active:  # queued behind another corpus's, or running
         job.wait(1.0)
         print(
             f"\rcalibrating the refusal rule: {job.done}/{job.total or '?'} turns   ",
@@ -323,9 +323,9 @@ def format_result(result) -> str:
 
 
 def _judgments(sub: argparse._SubParsersAction) -> None:
-    from retrieval import judgments
+    from retrieval import judgment_files
 
-    judgments.register(sub)
+    judgment_files.register(sub)
 
 
 def build_parser(registrars: Sequence[Registrar] = ()) -> argparse.ArgumentParser:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import corpus_store
+from retrieval import calibration_jobs, corpus_store
+from retrieval.calibration_jobs import CalibrationJob, calibrate_on_index
 from retrieval.context import REFUSAL
 from retrieval.corpus import (
     DEFAULT_CHUNK_WORDS,
@@ -203,6 +204,15 @@ class _Changes:
             ValueError: the shipped cards, a data-root folder, another session's corpus, or an unknown name.
         """
         return delete_corpus(self, self._owned(name, token, page, "be deleted"))
+
+    def may_calibrate(self, name: str | None, token: str | None) -> CorpusEntry:
+        """The entry of a corpus whose refusal calibration the page session holding ``token`` may re-run: only one
+        it uploaded or attached (the shipped cards' and the CLI's corpora: `python -m retrieval calibrate NAME`).
+
+        Raises:
+            ValueError: the shipped cards, a data-root folder, another session's corpus, or an unknown name.
+        """
+        return self._owned(name or SHIPPED, token, True, "re-run its refusal calibration")
 
     def set_refusal(self, name: str, text: str | None, *, token: str | None = None, page: bool = False) -> str:
         """Keep ``text`` with the corpus as what the assistant says when it refuses a turn on it ("" or None: back to
@@ -589,6 +599,9 @@ def delete_corpus(self: Registry, entry: CorpusEntry) -> str:
             pass  # deleted meanwhile, or its cards no longer load: the record still goes
     if not corpus_store.drop(self.settings, entry.name):
         return f"{entry.name} was already deleted (perhaps from another page or app process)"
+    from retrieval.judgments import corpus_identity, drop_corpus
+
+    drop_corpus(self.settings, corpus_identity(CorpusData(entry, (), (), ())))  # its labels and everyone's marks
     forget_retrievers(CorpusData(entry, (), (), ()).key or "")
     with _JOBS_LOCK:
         for key in [k for k, j in _JOBS.items() if j.name == entry.name]:
@@ -892,66 +905,11 @@ def job_for_entry(name: str) -> IndexJob | None:
 
 
 # ------------------------------------------------------------------------------------- refusal calibration
-def calibrate_on_index(settings: Settings) -> bool:
-    """``REFUSAL_CALIBRATE_ON_INDEX``; the process environment can switch it off even for Settings built in code
-    (the test suite does: each upload would run a few hundred turns in the background)."""
-    off = os.environ.get("REFUSAL_CALIBRATE_ON_INDEX", "").strip().lower() in {"false", "0", "no", "off"}
-    return settings.refusal_calibrate_on_index and not off
-
-
-class CalibrationJob:
-    """One run of ``retrieval.calibration.calibrate`` over a corpus, in the background; stored when done (the
-    shipped cards: reported only, they keep the defaults tuned on their dev sets)."""
-
-    def __init__(self, key: tuple, data: CorpusData, settings: Settings) -> None:
-        self.key, self.data, self.settings = key, data, settings
-        self.name = data.entry.name
-        self.done, self.total = 0, 0
-        self.status, self.error = "running", ""
-        self.result = None
-        self.started = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"calibrate-{self.name}", daemon=True)
-
-    def _progress(self, done: int, total: int) -> None:
-        self.done, self.total = done, total
-
-    def _run(self) -> None:
-        from retrieval import calibration
-
-        try:
-            retriever = retriever_for(self.data, self.settings)
-            s = settings_for(self.data, self.settings)
-            result = calibration.calibrate(
-                retriever, self.data.queries, self.data.cards, s, name=self.name, progress=self._progress
-            )
-            if self.data.key is not None:
-                calibration.save(s, self.data.chunks, result)
-                retriever.calibration = result
-            self.result, self.status = result, "done"
-        except Exception as exc:  # shown in the Data tab and the CLI; the log keeps the traceback
-            log.exception("calibrating %s failed", self.name)
-            self.status, self.error = "failed", f"{type(exc).__name__}: {exc}"
-
-    def wait(self, timeout: float | None = None) -> CalibrationJob:
-        self._thread.join(timeout)
-        return self
-
-
-_CALIBRATIONS: dict[tuple, CalibrationJob] = {}
-
-
 def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
-    """Calibrate the corpus's refusal thresholds in the background (a running job for it is joined)."""
-    from retrieval.pipeline import retriever_key
-
-    key = retriever_key(settings_for(data, settings), data.key)
-    with _JOBS_LOCK:
-        job = _CALIBRATIONS.get(key)
-        if job is not None and job.status == "running":
-            return job
-        job = _CALIBRATIONS[key] = CalibrationJob(key, data, settings)
-        job._thread.start()
-        return job
+    """Calibrate the corpus's refusal thresholds in the background, one corpus at a time in this process (a queued
+    or running job for it is joined; ``retrieval.calibration_jobs``). Who may ask is checked by the caller
+    (``Registry.may_calibrate`` for the page; indexing and the CLI may)."""
+    return calibration_jobs.start(data, settings_for(data, settings), lambda: retriever_for(data, settings))
 
 
 def running_calibration(name: str | None) -> CalibrationJob | None:
@@ -962,11 +920,4 @@ def running_calibration(name: str | None) -> CalibrationJob | None:
 
 def calibration_state(data: CorpusData, settings: Settings) -> tuple[Any, CalibrationJob | None]:
     """(the calibration in force for this corpus or None, the latest calibration job of this process or None)."""
-    from retrieval import calibration
-    from retrieval.pipeline import retriever_key
-
-    with _JOBS_LOCK:
-        job = _CALIBRATIONS.get(retriever_key(settings_for(data, settings), data.key))
-    if data.key is None:
-        return None, job
-    return calibration.load(settings_for(data, settings), data.chunks), job
+    return calibration_jobs.state(data, settings_for(data, settings))

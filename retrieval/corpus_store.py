@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 PREFIX = "corpus--"
 SCHEMA = "corpus-v1"
-# the app's other collections (judgments, class links, ``retrieval.projection.COLLECTION``): never attachable
-OWN_NAMES = ("judgments", "classroom", "corpus-maps")
+# The app's other collections (judgments, refusal calibrations, class links, corpus maps): never attachable, never
+# offered in the Data tab's Attach picker.
+OWN_NAMES = ("judgments", "refusal-calibrations", "classroom", "corpus-maps")
 PAGE = 1000  # rows per read or write: paged, so a corpus of any size opens in bounded memory per call
 STALE_WRITING_S = 3600.0  # a record still "writing" after an hour was left by a process that died while adding
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval.attach_vectors import ATTACH_REEMBED, attach_problem  # noqa: F401  (importable here as before)
 from retrieval.cache import LRU, Stage, cached
 from retrieval.corpus import fingerprint
 from retrieval.encoders import BUNDLED_EMBEDDERS, Embedder, canonical_embedder, load_embedder
@@ -34,9 +35,8 @@ OPENING_MARKER = ".retrieval-opening"
 # Reused collections of this app (their name holds the model and corpus fingerprint): chunks re-embedded and compared
 # with their stored vectors, evenly spaced. Another model or tokenizer changes every vector, so a few find it; each
 # costs a document embedding (~9 ms on one thread) at every cold start. A collection attached from elsewhere is
-# checked on more rows (ATTACH_REEMBED).
+# checked on more rows, and every vector for NaN and length (``retrieval.attach_vectors``).
 VERIFY_REEMBED = 4
-ATTACH_REEMBED = 8
 VERIFY_PROBES = 256  # reused collections: stored vectors queried back, each must find itself
 
 
@@ -143,7 +143,9 @@ def chroma_client(path: str | None = None, host: str | None = None, port: int = 
     if path is None:
         raise ValueError("chroma_client needs a path (CHROMA_PATH) or a host (CHROMA_HOST).")
     check_store_path(path)
-    Path(path).mkdir(parents=True, exist_ok=True)
+    from retrieval.store_private import private_store
+
+    private_store(path)  # 0700 folder, 0600 files, whatever the umask (and for what Chroma writes later)
     return chromadb.PersistentClient(path=path, settings=chroma_settings)
 
 
@@ -354,36 +356,13 @@ class _ResumableBuild:
             return f"{bad.size} stored vectors are not unit length, e.g. {present[bad[0]].chunk_id!r}"
         for i in np.unique(np.linspace(0, len(present) - 1, min(len(present), VERIFY_REEMBED)).astype(int)):
             cosine = float(np.dot(self.embedder.embed_document(present[i].indexed_text), stored[i]))
-            if cosine < 0.999:
+            if not cosine >= 0.999:  # NaN fails too
                 return f"the stored vector of {present[i].chunk_id!r} is not its text's embedding (cosine {cosine:.3f})"
         return ""
 
 
 class AttachMismatch(ValueError):
     """An attached collection's vectors are not the named model's embeddings of its texts (or of another size)."""
-
-
-def attach_problem(embedder: Embedder, chunks: Sequence[Chunk], stored: np.ndarray) -> str:
-    """Why ``stored`` (one vector per chunk, in order) cannot be searched with ``embedder`` ("" if it can): vectors
-    of another dimension, or a sample of texts that does not re-embed to its stored vectors."""
-    if stored.ndim != 2 or stored.shape[1] != embedder.dim:
-        dim = stored.shape[1] if stored.ndim == 2 else 0
-        return (
-            f"its vectors have {dim} dimensions but {embedder.name} makes {embedder.dim}: it was embedded with "
-            "another model; name that one with --embedding-model"
-        )
-    n = len(stored)
-    for i in np.unique(np.linspace(0, n - 1, min(n, ATTACH_REEMBED)).astype(int)):
-        fresh = embedder.embed_document(chunks[i].indexed_text)
-        norm = float(np.linalg.norm(stored[i])) or 1.0
-        cosine = float(np.dot(fresh, stored[i]) / norm)
-        if cosine < 0.99:
-            return (
-                f"the stored vector of {chunks[i].chunk_id!r} is not {embedder.name}'s embedding of its text "
-                f"(cosine {cosine:.3f}): it was embedded with another model (name it with --embedding-model) or "
-                "from other text (--text-field, --title-field)"
-            )
-    return ""
 
 
 class DenseStore(_ResumableBuild):

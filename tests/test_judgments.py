@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from retrieval.corpus import LabeledQuery
-from retrieval.judgments import JUDGED, Judgment, JudgmentStore, export_beir, export_trec, import_files, merge
+from retrieval.judgment_files import export_beir, export_trec, import_files
+from retrieval.judgments import JUDGED, Judgment, JudgmentStore, merge
 from retrieval.settings import Settings
 from tests.conftest import ROOT
 
@@ -105,12 +106,12 @@ def test_export_beir_and_trec_import_back_to_the_same_qrels(settings, tmp_path):
     trec = export_trec(rows, tmp_path / "qrels.trec")
     assert (tmp_path / "beir" / "qrels" / "test.tsv").read_text().splitlines()[0] == "query-id\tcorpus-id\tscore"
     assert len(trec.read_text().splitlines()) == 3
-    back_beir = import_files(
-        store, "from-beir", tmp_path / "beir" / "qrels" / "test.tsv", tmp_path / "beir" / "queries.jsonl"
+    assert (
+        import_files(store, "from-beir", tmp_path / "beir" / "qrels" / "test.tsv", tmp_path / "beir" / "queries.jsonl")
+        == 3
     )
-    back_trec = import_files(store, "from-trec", trec, tmp_path / "beir" / "queries.jsonl")
-    assert _qrels(back_beir) == _qrels(back_trec) == _qrels(rows)
-    assert _qrels(store.all("from-beir")) == _qrels(rows)
+    assert import_files(store, "from-trec", trec, tmp_path / "beir" / "queries.jsonl") == 3
+    assert _qrels(store.all("from-beir")) == _qrels(store.all("from-trec")) == _qrels(rows)
     with pytest.raises(ValueError, match="card ids are not in corpus"):
         import_files(store, "shipped", trec, tmp_path / "beir" / "queries.jsonl", cards={"refill-timing"})
 
@@ -121,7 +122,7 @@ def test_export_beir_and_trec_import_back_to_the_same_qrels(settings, tmp_path):
         (("shipped", NEW, "refill-timing", 7), "a grade must be 0, 1, 2 or 3"),
         (("shipped", NEW, "two words", 1), "ids have no spaces"),
         (("shipped", "   ", "refill-timing", 1), "turn is empty"),
-        (("", NEW, "refill-timing", 1), "give its name"),
+        (("", NEW, "refill-timing", 1), "give its identity"),
     ],
 )
 def test_bad_judgments_say_what_to_fix(settings, row, message):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import gradio as gr
 
 from inspector import why_view
-from retrieval.judgments import JudgmentStore
+from retrieval.corpora import owner_hash
+from retrieval.judgments import JudgmentStore, mark_scope
 from tests.conftest import control_values
 
 TURN = "GlucoSense GS-40 error E-07"
@@ -104,14 +105,15 @@ def test_a_judgment_saved_in_the_page_is_in_the_store(ui, mini_settings):
     turn = "why-view test turn about E-07"
     store = JudgmentStore(mini_settings)
     try:
-        out = why_view.save_judgment(turn, "gs40-e07", "3", None)
-        assert "GlucoSense GS-40 error E-07 (gs40-e07)" in out and "<td>3</td>" in out
-        assert store.for_turn("shipped", turn.upper()) == {"gs40-e07": 3}
+        out = why_view.save_judgment(turn, "gs40-e07", "3", None, "session-token")
+        assert "GlucoSense GS-40 error E-07 (gs40-e07)" in out and "<td>3</td>" in out and "your own mark" in out
+        assert store.for_turn("shipped", turn.upper()) == {}  # the shipped set's labels: read-only from the page
+        assert store.for_turn("shipped", turn, mark_scope(owner_hash("session-token"))) == {"gs40-e07": 3}
         assert "a grade must be 0, 1, 2 or 3" in why_view.save_judgment(turn, "gs40-e07", "9", None)
         assert "pick a card" in why_view.save_judgment(turn, None, "2", None)
         assert "&lt;img" in why_view.save_judgment(turn, INJECTION, "2", None)
     finally:
-        store.remove("shipped", turn, "gs40-e07")
+        store.drop("shipped")
 
 
 def test_apply_sets_a_to_the_suggestion_and_b_to_the_defaults(ui):

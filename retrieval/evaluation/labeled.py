@@ -4,8 +4,8 @@
 A corpus has labeled turns when it was registered with some (the shipped queries schema beside cards, or BEIR
 ``queries.jsonl`` + ``qrels/*.tsv``), when it is a BEIR folder under the data root holding both files (how many
 is known only once it is loaded), for the shipped cards when ``queries.jsonl`` sits beside them, or when judgments
-were made for it (``retrieval.judgments``, kept in the Chroma store): the judgments are merged into its labeled
-turns by ``retrieval.judgments.merge``.
+were made for it (``retrieval.judgments``, kept in the Chroma store, bound to the corpus's identity): its labels
+(never a visitor's own marks) are merged into its labeled turns by ``retrieval.judgments.merge``.
 """
 
 from __future__ import annotations
@@ -14,25 +14,29 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from retrieval.corpora import SHIPPED, CorpusData, CorpusEntry, Registry
+from retrieval.corpora import SHIPPED, STORED, CorpusData, CorpusEntry, Registry
 from retrieval.corpus import Dataset, load_shipped
-from retrieval.judgments import JudgmentStore, merge
+from retrieval.judgments import JudgmentStore, corpus_identity, merge
 from retrieval.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def judgment_counts(settings: Settings) -> dict[str, int]:
-    """Corpus name -> judgments in the store ({} when the store cannot be read: evaluation goes on without them)."""
+def has_judgments(entry: CorpusEntry, settings: Settings) -> bool:
+    """True if the corpus of ``entry`` has label judgments (one record read; False when the store cannot be read:
+    evaluation goes on without them). A data-root folder or a corpus not loaded yet has none."""
+    if entry.kind != SHIPPED and entry.kind not in STORED:
+        return False
     try:
-        return JudgmentStore(settings).counts()
+        return JudgmentStore(settings).has_labels(corpus_identity(CorpusData(entry, (), (), ())))
     except Exception as exc:  # a store that is down must not hide the corpora's own labeled turns
         log.warning("judgments unavailable (%s: %s)", type(exc).__name__, exc)
-        return {}
+        return False
 
 
 def with_judgments(dataset: Dataset, corpus: str, settings: Settings) -> Dataset:
-    """``dataset`` with the judgments made for ``corpus`` merged into its labeled turns (``judgments.merge``)."""
+    """``dataset`` with the label judgments of the corpus identity ``corpus`` (``judgments.corpus_identity``)
+    merged into its labeled turns (``judgments.merge``)."""
     try:
         judged = JudgmentStore(settings).all(corpus)
     except Exception as exc:
@@ -43,25 +47,22 @@ def with_judgments(dataset: Dataset, corpus: str, settings: Settings) -> Dataset
     return dataclasses.replace(dataset, queries=merge(dataset.queries, judged, {c.id for c in dataset.cards}))
 
 
-def has_labeled_turns(entry: CorpusEntry, judged: dict[str, int] | None = None) -> bool:
-    """True if the entry has (or, for a BEIR folder not loaded yet, carries the files of) labeled turns, or
-    judgments (``judged``: corpus name -> judgments, from ``judgment_counts``)."""
-    if judged and judged.get(entry.name):
-        return True
+def has_labeled_turns(entry: CorpusEntry, settings: Settings | None = None) -> bool:
+    """True if the entry has (or, for a BEIR folder not loaded yet, carries the files of) labeled turns, or (with
+    ``settings``) label judgments in the store (``has_judgments``)."""
     source = Path(entry.source)
-    if entry.kind == SHIPPED:
-        return source.with_name("queries.jsonl").is_file()
+    if entry.kind == SHIPPED and source.with_name("queries.jsonl").is_file():
+        return True
     if entry.turns:
         return True
     if entry.kind == "beir":
         return (source / "queries.jsonl").is_file() and any((source / "qrels").glob("*.tsv"))
-    return False
+    return settings is not None and has_judgments(entry, settings)
 
 
 def labeled_entries(settings: Settings) -> list[CorpusEntry]:
     """The registry's corpora with labeled turns, in the registry's order (the shipped cards first)."""
-    judged = judgment_counts(settings)
-    return [e for e in Registry(settings).entries() if has_labeled_turns(e, judged)]
+    return [e for e in Registry(settings).entries() if has_labeled_turns(e, settings)]
 
 
 def describe(entry: CorpusEntry) -> str:
@@ -95,16 +96,17 @@ def labeled_dataset(
         if not dataset.queries:
             raise ValueError(
                 f"the shipped cards ({settings.corpus_path}) have no labeled turns: evaluation needs "
-                f"{queries.name} beside them or judgments made in the page, or pick a corpus with "
+                f"{queries.name} beside them or labels from `python -m retrieval judgments`, or pick a corpus with "
                 "labeled turns."
             )
         return None, limit_turns(dataset, limit)
     data = Registry(settings).open(name, paths=paths)
-    dataset = with_judgments(data.dataset(), data.entry.name, settings)
+    dataset = with_judgments(data.dataset(), corpus_identity(data), settings)
     if not dataset.queries:
         raise ValueError(
             f"corpus {dataset.name!r} has no labeled turns: evaluation needs the shipped queries schema "
-            "beside the cards, BEIR queries.jsonl + qrels/, or judgments made in the page."
+            "beside the cards, BEIR queries.jsonl + qrels/, or labels judged by its owner (in the page, the session "
+            "that uploaded it; or `python -m retrieval judgments`)."
         )
     return data, limit_turns(dataset, limit)
 
