@@ -106,6 +106,12 @@ def start(data: Any, settings: Settings, open_retriever: Callable[[], Any]) -> C
         return job
 
 
+def running(name: str) -> CalibrationJob | None:
+    """The calibration of this process running now on the corpus called ``name`` (None: none is)."""
+    with _LOCK:
+        return next((j for j in _CALIBRATIONS.values() if j.name == name and j.status == "running"), None)
+
+
 def state(data: Any, settings: Settings) -> tuple[Any, CalibrationJob | None]:
     """(the calibration in force for this corpus or None, the latest calibration job of this process or None);
     ``settings``: the corpus's own (``retrieval.corpora.settings_for``)."""

@@ -914,8 +914,7 @@ def start_calibration(data: CorpusData, settings: Settings) -> CalibrationJob:
 
 def running_calibration(name: str | None) -> CalibrationJob | None:
     """The refusal calibration of this process still running on the corpus ``name`` (None: none is)."""
-    with _JOBS_LOCK:
-        return next((j for j in _CALIBRATIONS.values() if j.name == (name or SHIPPED) and j.status == "running"), None)
+    return calibration_jobs.running(name or SHIPPED)
 
 
 def calibration_state(data: CorpusData, settings: Settings) -> tuple[Any, CalibrationJob | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from inspector import data_tab, turn_notes
-from retrieval import corpora
+from retrieval import calibration_jobs
 from retrieval.corpora import SHIPPED, CalibrationJob, Registry
 from tests.conftest import control_values
 
@@ -22,10 +22,10 @@ def test_a_turn_run_while_its_corpus_calibrates_says_so(ui, mini_settings):
     quiet = list(ui.stream_turn(text, *control_values()))
     assert all(step[0] in ("", ui.gr.skip()) or "calibration" not in step[0] for step in quiet)
     data = Registry(mini_settings).open(SHIPPED)
-    job = CalibrationJob(("unit-test", SHIPPED), data, mini_settings)  # never started: it stays "running"
-    job.done, job.total = 3, 40
-    with corpora._JOBS_LOCK:
-        corpora._CALIBRATIONS[job.key] = job
+    job = CalibrationJob(("unit-test", SHIPPED), data, mini_settings, lambda: None)  # never started
+    job.status, job.done, job.total = "running", 3, 40
+    with calibration_jobs._LOCK:
+        calibration_jobs._CALIBRATIONS[job.key] = job
     try:
         note = turn_notes.calibration_note(None)
         assert "refusal calibration of shipped is still running (3/40 turns)" in note and "take longer" in note
@@ -33,6 +33,6 @@ def test_a_turn_run_while_its_corpus_calibrates_says_so(ui, mini_settings):
         assert all(note == step[0] for step in steps), [step[0][:80] for step in steps]
         assert ui.run_turn(text, *control_values()).message == note
     finally:
-        with corpora._JOBS_LOCK:
-            corpora._CALIBRATIONS.pop(job.key, None)
+        with calibration_jobs._LOCK:
+            calibration_jobs._CALIBRATIONS.pop(job.key, None)
     assert turn_notes.calibration_note(SHIPPED) == ""
