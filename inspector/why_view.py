@@ -42,7 +42,7 @@ CSS = """
 .why-box .verdict {font-weight: 600; margin: 4px 0 6px} .why-box .lacks {color: #b91c1c}
 .why-box .has {color: #047857} .why-box .side {font-weight: 700; color: #334155}
 """
-_TUNE_PARTS: "weakref.WeakKeyDictionary[gr.Blocks, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_TUNE_PARTS: weakref.WeakKeyDictionary[gr.Blocks, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 # ------------------------------------------------------------------------------------------------ rendering

@@ -1,6 +1,7 @@
 """Cross-encoder reranker. Its loader returns None on any failure, and the pipeline reports ``rrf_only``
 (ADR-0022 Decision G): a request never fails because the reranker did not load. The rerank stage scores the
-fused head one pair per model call (cached process-wide, ``PAIR_SCORES``) within its budget, then replaces or blends the fused order."""
+fused head one pair per model call (cached process-wide, ``PAIR_SCORES``) within its budget, then replaces or blends
+the fused order."""
 
 from __future__ import annotations
 

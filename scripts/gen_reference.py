@@ -566,8 +566,9 @@ def modules_page() -> str:
         HEADER + "# Modules",
         "",
         (
-            "Every module of the app, with the first sentence of its docstring: a module that does not say what it does "
-            "in one sentence is a module to split or to document. How they fit together: [Architecture](../architecture.md)."
+            "Every module of the app, with the first sentence of its docstring: a module that does not say what it "
+            "does in one sentence is a module to split or to document. How they fit together: "
+            "[Architecture](../architecture.md)."
         ),
         "",
     ]

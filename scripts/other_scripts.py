@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +134,7 @@ def main() -> None:
             counts.append((kind, lang, answered, len(turns)))
     print(
         f"\n# {'six Russian cards' if args.russian_cards else 'shipped cards'}; "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, load {load:.2f} (1 min), {os.cpu_count()} cores"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {load:.2f} (1 min), {os.cpu_count()} cores"
     )
     print("| turns | language | answered |\n|---|---|---:|")
     for kind, lang, answered, n in counts:

@@ -99,9 +99,11 @@ def main() -> None:
             page.evaluate(WATCH_JS, text)
             try:
                 page.wait_for_function("() => 'reranked' in (window.__seen || {})", timeout=120_000)
-            except Exception:
+            except Exception as exc:
                 shown = page.locator("#hybrid-path").inner_text()[:300]
-                raise SystemExit(f"turn {i} ({text!r}) never showed its reranked list; the badge says: {shown}")
+                raise SystemExit(
+                    f"turn {i} ({text!r}) never showed its reranked list; the badge says: {shown}"
+                ) from exc
             seen = page.evaluate("() => ({...window.__seen, t0: window.__t0})")
             if i == 0:
                 continue  # the warm-up: the first turn after start-up loads the page's scripts and charts

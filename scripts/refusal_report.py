@@ -22,7 +22,6 @@ refused) and the evidence of each level (``full``, ``rrf_only``, ``dense_only``)
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os

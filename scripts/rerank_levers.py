@@ -361,7 +361,7 @@ def main() -> int:
     floor_p50 = percentile(ms["floor"], 50)
     one_cpu = percentile(cpu["one_thread"], 50) if "one_thread" in cpu else None
     report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "hardware": hardware(),
         "pairs_per_set": 20,
         "sets": len(turns),

@@ -8,8 +8,8 @@ that are pure ASCII, English cards with a character beyond ASCII (’ — °), t
 (Latin-1), the same with typographic punctuation beyond Latin-1 (’ — “”), the same decomposed to NFD (text pasted
 from macOS), and a few Russian and Hindi sentences written for this script (no shipped card is in those scripts).
 Each kind is tokenized whole, the two versions interleaved ``--repeat`` times; the best run of each is reported
-(the least disturbed by other processes), with the 1-minute load average at the start. The BM25 build splits a pure-ASCII text by byte translation, without
-``tokenize`` (``retrieval.bm25``): the ASCII row is what a turn, the refusal vocabulary and highlighting pay.
+(the least disturbed by other processes), with the 1-minute load average at the start. The BM25 build splits a
+pure-ASCII text by byte translation, without ``tokenize`` (``retrieval.bm25``): the ASCII row is what a turn, the refusal vocabulary and highlighting pay.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import platform
 import sys
 import time
 import unicodedata
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def main() -> None:
             row["change_pct"] = round(100 * (best["current"] / best["baseline"] - 1), 1)
         rows.append(row)
     meta = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load_1min": round(load, 2),
         "cpu": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),

@@ -144,7 +144,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 SHARED_APP = "the session's shared app"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _drives_the_shared_app(path: Path) -> bool:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     return path.name != "conftest.py" and ("shipped_app" in text or "from tests.test_e2e_browser import" in text)

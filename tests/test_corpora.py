@@ -3,7 +3,6 @@ the registry reuses, resumes and deletes stores. Real files in tmp, real Chroma,
 
 from __future__ import annotations
 
-import io
 import json
 import stat
 import zipfile

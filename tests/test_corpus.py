@@ -21,7 +21,7 @@ GOOD = {"id": "a", "title": "T", "lang": "en", "topic": "drug", "text": "Some te
 
 def write(tmp_path, lines, name="cards.jsonl"):
     path = tmp_path / name
-    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     return path
 
 

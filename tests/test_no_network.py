@@ -81,7 +81,8 @@ def test_model_loading_makes_no_dns_query_or_outside_connect(tmp_path):
         ),
         ('12 connect(5, {sa_family=AF_UNIX, sun_path="/var/run/nscd/socket"}, 110) = -1 ENOENT', True),
         (
-            '12 sendto(5, "\\1\\2", 2, 0, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("8.8.8.8")}, 16) = 2',
+            '12 sendto(5, "\\1\\2", 2, 0, {sa_family=AF_INET, sin_port=htons(53), '
+            'sin_addr=inet_addr("8.8.8.8")}, 16) = 2',
             True,
         ),
         (

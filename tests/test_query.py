@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspector import badge, render
+from inspector import badge
 from retrieval.query import QueryError, clean_query, normalised_from
 
 ZERO_WIDTH = "GS\u200b-40 E\u2060-09"

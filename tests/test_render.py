@@ -165,8 +165,8 @@ def test_every_column_lists_its_stage_in_its_own_units(res):
 def test_consensus_rows_are_marked_and_a_document_keeps_its_colour_everywhere(res):
     cols = columns(res)
     colour_of: dict[str, str] = {}
-    for html in cols.values():
-        for cls, colour, cid in rows(html):
+    for column in cols.values():
+        for cls, colour, cid in rows(column):
             assert colour_of.setdefault(cid, colour) == colour, f"{cid} changes colour between columns"
             assert ("consensus" in cls) == (cid in res.consensus)
     assert set(res.consensus) == {"a#0", "b#0", "c#0"}

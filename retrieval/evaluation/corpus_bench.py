@@ -36,8 +36,9 @@ t_loaded = time.perf_counter()
 r = HybridRetriever(s, chunks=chunks, progress=lambda d, t: None)
 t_open = time.perf_counter()
 res = r.retrieve(sys.argv[3], s)
-print(json.dumps({"import_and_load_s": t_loaded - t0, "reopen_s": t_open - t_loaded, "built": bool(r.dense and r.dense.built),
-                  "first_turn_s": time.perf_counter() - t_open, "level": res.hybrid_path, "error": r.dense_error}))
+print(json.dumps({"import_and_load_s": t_loaded - t0, "reopen_s": t_open - t_loaded,
+                  "built": bool(r.dense and r.dense.built), "first_turn_s": time.perf_counter() - t_open,
+                  "level": res.hybrid_path, "error": r.dense_error}))
 """
 
 
@@ -139,6 +140,7 @@ def format_report(r: dict[str, Any], command: str) -> str:
             "first turn after reopen (s) |",
             "|---|---:|---:|---:|---:|---:|---:|",
             f"| {c['name']} ({c['format']}) | {c['sub_chunks']:,} of {c['of_total']:,} | {r['index_s']} | "
-            f"{r['sub_chunks_per_s']} | {r['bm25_build_ms']} | {r['reopen']['reopen_s']} | {r['reopen']['first_turn_s']} |",
+            f"{r['sub_chunks_per_s']} | {r['bm25_build_ms']} | {r['reopen']['reopen_s']} | "
+            f"{r['reopen']['first_turn_s']} |",
         ]
     )

@@ -88,7 +88,8 @@ def compare_corpus(
     cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """``compare_configs`` (A and B) over the corpus's labeled turns (at most ``limit``, every category
-    represented): A on A's retriever, B on an index of B's embedding model (``index_for``: opened, or built with its progress, when B changes the model).
+    represented): A on A's retriever, B on an index of B's embedding model (``index_for``: opened, or built with
+    its progress, when B changes the model).
 
     Returns ``compare_configs``'s report plus ``corpus``, ``total_turns``, ``wall_seconds``, ``written_at`` and,
     when B changes the model, ``b_index`` (the model B was scored with, and whether its index was built for it).

@@ -391,7 +391,8 @@ def _evidence(
         if c in cfg:
             for b in ("bm25", "dense"):
                 add(
-                    f"{report['dataset'].capitalize()} set: {c} nDCG@10 minus {b} nDCG@10 ({cfg[c]['ndcg@10']:.4f} - {cfg[b]['ndcg@10']:.4f}).",
+                    f"{report['dataset'].capitalize()} set: {c} nDCG@10 minus {b} nDCG@10 "
+                    f"({cfg[c]['ndcg@10']:.4f} - {cfg[b]['ndcg@10']:.4f}).",
                     cfg[c]["ndcg@10"] - cfg[b]["ndcg@10"],
                     "result.metrics; python -m retrieval eval",
                 )
