@@ -9,7 +9,8 @@ that are pure ASCII, English cards with a character beyond ASCII (’ — °), t
 from macOS), and a few Russian and Hindi sentences written for this script (no shipped card is in those scripts).
 Each kind is tokenized whole, the two versions interleaved ``--repeat`` times; the best run of each is reported
 (the least disturbed by other processes), with the 1-minute load average at the start. The BM25 build splits a
-pure-ASCII text by byte translation, without ``tokenize`` (``retrieval.bm25``): the ASCII row is what a turn, the refusal vocabulary and highlighting pay.
+pure-ASCII text by byte translation, without ``tokenize`` (``retrieval.bm25``): the ASCII row is what a turn, the
+refusal vocabulary and highlighting pay.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Collections made elsewhere, for the attach tests: ``python -m tests.make_collection CHROMA_PATH NAME MODEL
 [NAME MODEL ...]`` embeds ``DOCS`` with a bundled embedder (MODEL; or ``random8`` for 8-dimensional random vectors)
-into a new Chroma collection with plain chromadb, the way another tool would (default l2 space, documents + metadata); one process
-makes them all (each start of a process that imports chromadb and a model costs seconds of the suite)."""
+into a new Chroma collection with plain chromadb, the way another tool would (default l2 space, documents +
+metadata); one process makes them all (each start of a process that imports chromadb and a model costs seconds of
+the suite)."""
 
 from __future__ import annotations
 
