@@ -119,7 +119,7 @@ def test_the_pipeline_adds_the_models_judgement_with_its_own_threshold(tiny, min
     plain = mini.retrieve(turn, mini_settings)
     assert plain.refusal is not None and not plain.refusal.refused
     strict = mini.retrieve(turn, mini_settings.replace(refusal_model=tiny, refusal_min_answerability=1.0))
-    assert strict.refusal.refused and strict.level == "no_match"
+    assert strict.refusal.refused and strict.hybrid_path == "no_match"
     assert f"answerability model '{tiny}'" in strict.refusal.reason
     lenient = mini.retrieve(turn, mini_settings.replace(refusal_model=tiny, refusal_min_answerability=0.0))
     assert not lenient.refusal.refused
