@@ -14,7 +14,28 @@ from retrieval.refusal import RefusalEvidence, RefusalThresholds
 from retrieval.refusal_gates import judge
 from retrieval.settings import Settings
 
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "my", "how", "do", "i", "when", "take", "insulin", "dose", "missed", "pen", "store", "keep", "fridge"]
+WORDS = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "a",
+    "my",
+    "how",
+    "do",
+    "i",
+    "when",
+    "take",
+    "insulin",
+    "dose",
+    "missed",
+    "pen",
+    "store",
+    "keep",
+    "fridge",
+]
 
 
 def build_cross_encoder(folder: Path, num_labels: int = 1) -> Path:
@@ -132,3 +153,17 @@ def test_the_setting_is_read_from_the_environment():
     assert Settings.from_env({}).refusal_model is None
     with pytest.raises(ValueError, match="REFUSAL_MIN_ANSWERABILITY"):
         Settings.from_env({"REFUSAL_MIN_ANSWERABILITY": "lots"})
+
+
+def test_the_page_names_the_model_that_decided_escaped():
+    from types import SimpleNamespace
+
+    from inspector.render import render_refusal
+
+    name = "models/<b>nli</b>"
+    ev = RefusalEvidence(level="full", best_cross_encoder=5.0, best_cosine=0.8, answerability=(name, 0.2))
+    decision = judge(ev, RefusalThresholds(min_answerability=0.5))
+    html = render_refusal(SimpleNamespace(refusal=decision, settings={}))
+    assert "refused by models/&lt;b&gt;nli&lt;/b&gt;" in html
+    assert "answerability model &#x27;models/&lt;b&gt;nli&lt;/b&gt;&#x27;: best score 0.2 &lt; 0.5" in html
+    assert "<b>nli" not in html
