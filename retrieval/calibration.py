@@ -188,7 +188,7 @@ class LevelCandidates:
     dense_parents: tuple[str, ...] | None
     multilingual_cosine: float | None = None  # e5's, for a turn in a language few cards use (full level)
     ood: tuple[str, float, float] | None = None  # the closest out-of-domain example, its cosine, the closest card's
-    multilingual_null: tuple[float, float, int] | None = None  # refusal_gates' (full level, another language)
+    multilingual_null: tuple[float, float, float, int] | None = None  # refusal_gates' (full level, another language)
     answerability: tuple[str, float] | None = None  # REFUSAL_MODEL's name and best score (full level)
 
 
@@ -251,7 +251,8 @@ def with_multilingual(turn: str, found: LevelCandidates, vocabulary: Vocabulary)
     try:
         cosine = found.multilingual_cosine
         cosine = crosslingual.cosine(turn, found.candidates[0].text) if cosine is None else cosine
-        return dataclasses.replace(found, multilingual_cosine=cosine, multilingual_null=crosslingual.null(turn))
+        null = crosslingual.null(turn, [c.text for c in found.candidates])
+        return dataclasses.replace(found, multilingual_cosine=cosine, multilingual_null=null)
     except Exception:  # no e5: the English cosine judges, as in the pipeline
         return found
 

@@ -25,7 +25,7 @@ def fill(
         try:
             cosine = evidence.multilingual_cosine
             cosine = crosslingual.cosine(turn, texts[0]) if cosine is None else cosine
-            evidence = replace(evidence, multilingual_cosine=cosine, multilingual_null=crosslingual.null(turn))
+            evidence = replace(evidence, multilingual_cosine=cosine, multilingual_null=crosslingual.null(turn, texts))
         except Exception as exc:  # noqa: BLE001  no e5: the rule judges without the gate
             absent.append(("multilingual null", f"{type(exc).__name__}: {exc}"))
     model = getattr(settings, "refusal_model", None)

@@ -353,7 +353,7 @@ class RefusalEvidence:
     missing: Mapping[str, str] = field(default_factory=dict)
     multilingual_cosine: float | None = None  # e5 cosine of the turn and its top card, asked only when needed
     ood: tuple[str, float, float] | None = None  # (closest out-of-domain example, its cosine, the closest card's)
-    multilingual_null: tuple[float, float, int] | None = None  # e5 cosines to out-of-domain examples: mean, sd, n
+    multilingual_null: tuple[float, float, float, int] | None = None  # e5: best card of top_k, examples' mean, sd, n
     answerability: tuple[str, float] | None = None  # REFUSAL_MODEL's name and best score (retrieval.refusal_gates)
 
 

@@ -2,10 +2,13 @@
 
 - **multilingual null** (a turn in a language few cards use, judged by multilingual-e5): e5's cosines sit in a
   narrow, high band (0.72-0.82 for a Spanish history question against medication cards, 0.82-0.91 for a Spanish
-  question the cards answer), so a fixed cut in that band does not separate. The turn's cosine with its top card
-  is compared with the turn's own cosines to the out-of-domain pool's examples (``retrieval.ood_examples``, embedded
-  by e5): ``z = (cosine - mean) / sd``. A turn about the cards stands out from that null distribution (z 2.1-4.8
-  on crosslang_dev); a general-knowledge question is as close to the examples as to the cards (z 0.3-2.2).
+  question the cards answer), so a fixed cut in that band does not separate. The turn's best e5 cosine with its
+  top_k cards (the ranking is English-minded: e5's closest card is often not the first) is compared with the turn's
+  own cosines to the out-of-domain pool's examples (``retrieval.ood_examples``, embedded by e5):
+  ``z = (cosine - mean) / sd``. A turn about the cards stands out from that null distribution; a general-knowledge
+  question is about as close to the examples as to the cards. A turn whose best e5 cosine reaches the fixed cut
+  (``min_multilingual_cosine``) passes: two Spanish questions about blood pressure monitors sit near the pool's
+  appliance questions (z < 1) at e5 cosines above 0.80.
 - **answerability model** (``REFUSAL_MODEL``, ``retrieval.answerability``): a cross-encoder the user trusts to
   judge whether a passage answers a question; its best score over the top_k cards must reach
   ``min_answerability``. The decision names the model when it decided.
@@ -52,9 +55,10 @@ def wants_null(evidence: RefusalEvidence, thresholds: RefusalThresholds) -> bool
 def gate_tests(evidence: RefusalEvidence, thresholds: RefusalThresholds) -> list[tuple[RefusalTest, str]]:
     """The gates' tests for this evidence, each with what decided (for the rule's name when it refuses)."""
     out = []
-    m, null = evidence.multilingual_cosine, evidence.multilingual_null
-    if m is not None and null is not None and wants_null(evidence, thresholds):
-        out.append((null_test(m, null, thresholds.min_multilingual_z), "the multilingual null"))
+    null = evidence.multilingual_null
+    if null is not None and wants_null(evidence, thresholds):
+        test = null_test(null[0], null[1:], thresholds.min_multilingual_z, thresholds.min_multilingual_cosine)
+        out.append((test, "the multilingual null"))
     if evidence.answerability is not None:
         name, score = evidence.answerability
         ok = score >= thresholds.min_answerability
@@ -63,19 +67,22 @@ def gate_tests(evidence: RefusalEvidence, thresholds: RefusalThresholds) -> list
     return out
 
 
-def null_test(cosine: float, null: tuple[float, float, int], threshold: float) -> RefusalTest:
-    """e5's cosine with the top card in standard deviations above the turn's cosines to the examples."""
+def null_test(cosine: float, null: tuple[float, float, int], threshold: float, cut: float = 1.0) -> RefusalTest:
+    """e5's best cosine with the top_k cards in standard deviations above the turn's cosines to the examples: the
+    turn passes when that reaches ``threshold``, or when the cosine itself reaches ``cut``
+    (``min_multilingual_cosine``: above the band where unrelated texts sit, it needs no reference)."""
     mean, sd, n = null
     z = (cosine - mean) / sd if sd > 0 else 0.0
-    ok = z >= threshold
-    return RefusalTest(
-        "multilingual null",
-        z,
-        threshold,
-        ok,
-        f"multilingual-e5 cosine with the top card {cosine:.3f} is {_compare(z, threshold, ok, 2)} standard "
-        f"deviations above the turn's cosines to {n} out-of-domain examples ({mean:.3f} ± {sd:.3f})",
-    )
+    ok = z >= threshold or cosine >= cut
+    where = f"standard deviations above the turn's cosines to {n} out-of-domain examples ({mean:.3f} ± {sd:.3f})"
+    if cosine >= cut:
+        sentence = f"multilingual-e5's best cosine with the top cards {_compare(cosine, cut, True, 3)}"
+    else:
+        sentence = (
+            f"multilingual-e5's best cosine with the top cards {_compare(cosine, cut, False, 3)} and "
+            f"{_compare(z, threshold, ok, 2)} {where}"
+        )
+    return RefusalTest("multilingual null", z, threshold, ok, sentence)
 
 
 def add_gate(decision: RefusalDecision, test: RefusalTest, who: str) -> RefusalDecision:

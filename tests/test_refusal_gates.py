@@ -19,7 +19,7 @@ CARDS = ["Storing insulin\nKeep unopened insulin pens in the refrigerator.", "Mi
 VOCAB = Vocabulary.from_texts(CARDS)
 
 
-def spanish(cosine: float, null: tuple[float, float, int] | None, ce: float = -9.0) -> RefusalEvidence:
+def spanish(cosine: float, null: tuple[float, float, float, int] | None, ce: float = -9.0) -> RefusalEvidence:
     """A Spanish turn about English cards, judged by multilingual-e5 (its cross-encoder score is low)."""
     lex = lexical_evidence("¿Cuándo comenzó Francia a reconstruir su imperio?", CARDS[0], VOCAB)
     assert lex.foreign
@@ -30,23 +30,31 @@ def spanish(cosine: float, null: tuple[float, float, int] | None, ce: float = -9
 
 
 def test_a_foreign_turn_whose_e5_cosine_does_not_stand_out_from_its_null_is_refused():
-    # 0.805 passes the fixed cut of 0.80, but it is only 1.4 sd above the turn's cosines to the examples.
-    ev = spanish(0.805, (0.777, 0.02, 228))
-    assert not judge(spanish(0.805, None)).refused  # the rule alone (no null): answered, as before
+    # The cross-encoder answered it (-5.7 >= -6.5, as "¿Qué usan los cidípidos...?" was); e5's best cosine 0.78 is
+    # below the fixed cut and only 1.4 sd above the turn's cosines to the examples.
+    ev = spanish(0.78, (0.78, 0.752, 0.02, 228), ce=-5.7)
+    assert not judge(spanish(0.78, None, ce=-5.7)).refused  # the rule alone (no null): answered, as before
     decision = judge(ev)
     assert decision.refused and decision.rule.endswith("refused by the multilingual null")
     test = decision.tests[-1]
     assert test.name == "multilingual null" and test.value == pytest.approx(1.4) and not test.passed
-    assert "1.4 < 2.0 standard deviations above the turn's cosines to 228 out-of-domain examples" in decision.reason
-    assert "(0.777 ± 0.020)" in decision.reason
+    assert decision.reason == (
+        "multilingual-e5's best cosine with the top cards 0.78 < 0.8 and 1.4 < 2.0 standard deviations above the "
+        "turn's cosines to 228 out-of-domain examples (0.752 ± 0.020)"
+    )
     # A turn about the cards stands out: answered, the gate shown as passed.
-    ok = judge(spanish(0.86, (0.77, 0.02, 228)))
+    ok = judge(spanish(0.79, (0.79, 0.74, 0.02, 228), ce=-5.7))
     assert not ok.refused and ok.tests[-1].name == "multilingual null" and ok.tests[-1].passed
+    # Above the fixed cut it needs no reference (a Spanish question about a blood pressure monitor, z < 1).
+    high = judge(spanish(0.81, (0.81, 0.79, 0.02, 228), ce=-5.7))
+    assert (
+        not high.refused and high.tests[-1].sentence == "multilingual-e5's best cosine with the top cards 0.81 >= 0.8"
+    )
     # Off, or for an English turn, the gate does not judge.
     assert not judge(ev, RefusalThresholds(min_multilingual_z=MULTILINGUAL_Z_OFF)).refused
     english = RefusalEvidence(
         level="full", best_cross_encoder=2.0, best_cosine=0.7, lexical=lexical_evidence("store insulin", CARDS[0], VOCAB),
-        multilingual_cosine=0.80, multilingual_null=(0.79, 0.02, 228),
+        multilingual_cosine=0.80, multilingual_null=(0.80, 0.79, 0.02, 228),
     )  # fmt: skip
     assert all(t.name != "multilingual null" for t in judge(english).tests)
 
@@ -54,7 +62,8 @@ def test_a_foreign_turn_whose_e5_cosine_does_not_stand_out_from_its_null_is_refu
 def test_the_null_test_at_its_boundary():
     assert null_test(0.75, (0.5, 0.125, 10), 2.0).passed  # exactly 2 sd
     assert not null_test(0.7499, (0.5, 0.125, 10), 2.0).passed
-    assert not null_test(0.9, (0.9, 0.0, 10), 2.0).passed  # no spread: no evidence that it stands out
+    assert not null_test(0.7, (0.7, 0.0, 10), 2.0, 0.8).passed  # no spread: no evidence that it stands out
+    assert null_test(0.8, (0.8, 0.0, 10), 2.0, 0.8).passed  # at the fixed cut
 
 
 # ------------------------------------------------------------------------------------------ near-topic negatives
