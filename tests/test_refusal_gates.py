@@ -114,3 +114,28 @@ def test_the_bikes25_data_has_the_issue_turns():
     texts = {r["text"] for r in rows if not r["relevant"]}
     assert {"How do I replace the timing belt on my car engine", "change the oil in my motorbike"} <= texts
     assert len(load_cards(BIKES)) == 25
+
+
+# ------------------------------------------------------------------------------------------- the real pipeline
+@pytest.mark.parametrize(
+    ("turn", "refused"),
+    [
+        # General-knowledge questions the cross-encoder let through (-5.7, -6.4, -5.8 >= -6.5 for a foreign turn)
+        ("¿Qué usan los cidípidos para capturar a sus presas?", True),
+        ("¿Cuándo comenzó Francia en serio a reconstruir su imperio global?", True),
+        ("Em que ano a independência do Brasil foi proclamada?", True),
+        # Questions about the cards stay answered: one above e5's fixed cut (z < 1), one that stands out (z 2.1)
+        ("mi tensiómetro ya no guarda más mediciones", False),
+        ("vou ao dentista, paro o Coagvara antes?", False),
+    ],
+)
+def test_far_questions_in_spanish_and_portuguese_are_refused_and_questions_about_the_cards_are_not(
+    shipped, turn, refused
+):
+    r = shipped.retrieve(turn)
+    assert r.refusal is not None and r.refusal.cross_language
+    assert r.refusal.refused is refused, r.refusal.reason
+    null = [t for t in r.refusal.tests if t.name == "multilingual null"]
+    assert len(null) == 1 and null[0].passed is not refused
+    if refused:
+        assert r.refusal.rule.endswith("refused by the multilingual null") and r.hybrid_path == "no_match"
