@@ -57,6 +57,9 @@ BEFORE = refusal.RefusalThresholds(
     max_ood_margin=refusal.OOD_MARGIN_OFF,
     source="before",
 )
+# The previous round's rule (the shipped defaults before the gates of retrieval.refusal_gates): the table's middle
+# column for the shipped sets.
+PREVIOUS = refusal.RefusalThresholds(min_multilingual_z=refusal.MULTILINGUAL_Z_OFF, source="previous")
 # --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
 # cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
 NEW_ONLY = {
@@ -218,7 +221,7 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             "kind": "answerable (refused = false refusal)" if answerable else "refuse",
         }
         for level in LEVELS:
-            for name, th in (("before", BEFORE), ("after", after)):
+            for name, th in (("before", BEFORE), ("defaults", PREVIOUS), ("after", after)):
                 row[f"{level}:{name}"] = sum(pipeline_refused(e, th, settings) for e in evs(spec, level))
         rows.append(row)
     examples = {
