@@ -442,7 +442,11 @@ def describe(calibration: Calibration | None) -> str:
             f"{level}: held-out out-of-domain turns refused {oh[0]}/{oh[1]}, held-out answerable turns "
             f"refused {ah[0]}/{ah[1]} (fit: {row['ood_fit'][0]}/{row['ood_fit'][1]} and "
             f"{row['answerable_fit'][0]}/{row['answerable_fit'][1]})"
+            + (f", near-topic turns refused {row['near_held'][0]}/{row['near_held'][1]}" if "near_held" in row else "")
         )
+    kept = r.get("near_floor_kept")
+    if kept:  # what the near-topic floor cost: the thresholds it kept from loosening, as chosen / without it
+        lines.append("kept by the near-topic turns: " + ", ".join(f"{k} {a} (else {b})" for k, (a, b) in kept.items()))
     return "\n".join(lines)
 
 

@@ -53,8 +53,10 @@ def corpus_words(vocabulary: Vocabulary, titles: Sequence[str], n: int = N_WORDS
     return sorted(words, key=lambda w: (-vocabulary.df.get(w, 0), w))[:n]
 
 
-def near_turns(vocabulary: Vocabulary, titles: Sequence[str], n: int = MAX_TURNS, seed: int = 0) -> list[str]:
-    """At most ``n`` turns asking about the corpus's title words in other domains' machines (deterministic)."""
+def near_turns(vocabulary: Vocabulary, titles: Sequence[str], n: int | None = None, seed: int = 0) -> list[str]:
+    """At most ``n`` (``MAX_TURNS``) turns asking about the corpus's title words in other domains' machines
+    (deterministic)."""
+    n = MAX_TURNS if n is None else n
     domains = [d for d in DOMAINS if vocabulary.df.get(d.split()[-1], 0) == 0]
     words = corpus_words(vocabulary, titles)
     if not domains or not words:
