@@ -200,6 +200,8 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             sum(pipeline_refused(e, BEFORE, settings) for e in crosslang[level]) if level != "full" else 0,
         )
         budgets[level] = (budget_en, budget_cl)
+        if args.search == "keep":  # report the module's defaults as they are
+            continue
         search = NEW_ONLY.get(level, ()) if args.search == "new" else None
         after = calibration.choose(
             [(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level, after, search
@@ -375,9 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default="/tmp/refusal-report")
     ap.add_argument(
         "--search",
-        choices=("new", "all"),
+        choices=("new", "all", "keep"),
         default="new",
-        help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration)",
+        help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration); keep: "
+        "no search, report retrieval/refusal.py's defaults",
     )
     ap.add_argument(
         "--crosslang-share",
