@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import crosslingual, gate_evidence, ood_examples
-from retrieval.calibration_store import COLLECTION, _analyses, calibration_key, load, save  # noqa: F401 (their home)
+from retrieval.calibration_store import COLLECTION, Calibration, _analyses, calibration_key, load, save  # noqa: F401
 from retrieval.corpus import LabeledQuery, fingerprint  # noqa: F401 (scripts use calibration.fingerprint)
 from retrieval.near_negatives import near_turns, within_floor
 from retrieval.parents import best_per_parent
@@ -333,21 +333,6 @@ def _no_stricter(grid: list[Any], value: Any) -> list[Any]:
     """The grid's values up to ``value`` (grids run lenient first); ``value`` itself kept even if off the grid."""
     cut = grid.index(value) + 1 if value in grid else next((i for i, g in enumerate(grid) if g > value), len(grid))
     return grid[:cut] if value in grid else [*grid[:cut], value]
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A corpus's calibrated thresholds and the report that justifies them (JSON-ready with ``to_dict``)."""
-
-    thresholds: RefusalThresholds
-    report: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"thresholds": self.thresholds.to_dict(), "report": self.report}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        return cls(RefusalThresholds.from_dict(data["thresholds"]), dict(data["report"]))
 
 
 def calibrate(

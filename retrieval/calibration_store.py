@@ -5,18 +5,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 from retrieval.corpus import fingerprint
-from retrieval.refusal import SCRIPT_RULE
+from retrieval.refusal import SCRIPT_RULE, RefusalThresholds
 from retrieval.settings import Settings
 from retrieval.tokenize import CJK_ANALYSIS, MARK_ANALYSIS, changed_by_marks, has_cjk, main_script
 from retrieval.types import Chunk
 
-if TYPE_CHECKING:
-    from retrieval.calibration import Calibration
-
 COLLECTION = "refusal-calibrations"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A corpus's calibrated thresholds and the report that justifies them (JSON-ready with ``to_dict``)."""
+
+    thresholds: RefusalThresholds
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"thresholds": self.thresholds.to_dict(), "report": self.report}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        return cls(RefusalThresholds.from_dict(data["thresholds"]), dict(data["report"]))
 
 
 def calibration_key(chunks: Sequence[Chunk], settings: Settings) -> str:
@@ -80,12 +93,6 @@ def load(settings: Settings, chunks: Sequence[Chunk]) -> Calibration | None:
     try:
         got = _collection(settings).get(ids=[calibration_key(chunks, settings)], include=["documents"])
         docs = got.get("documents") or []
-        return _from_dict(json.loads(docs[0])) if docs and docs[0] else None
+        return Calibration.from_dict(json.loads(docs[0])) if docs and docs[0] else None
     except Exception:  # a store that cannot be read, or a record of an older shape: no calibration
         return None
-
-
-def _from_dict(data: dict) -> Calibration:
-    from retrieval.calibration import Calibration
-
-    return Calibration.from_dict(data)
