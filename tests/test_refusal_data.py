@@ -24,7 +24,13 @@ SPLIT_SETS = {
     "farlang": ("no_match", {"general_knowledge"}, 80),  # Spanish and Portuguese general-knowledge questions
     "consumer": ("semantic", {"layperson"}, 90),  # layperson wording, misspellings, brand names
 }
-PREFIX = {"near": "near", "paraphrase": "para", "crosslang": "xl", "farlang": "far", "consumer": "cons"}  # ids: <prefix>-<split>-NNN
+PREFIX = {
+    "near": "near",
+    "paraphrase": "para",
+    "crosslang": "xl",
+    "farlang": "far",
+    "consumer": "cons",
+}  # ids: <prefix>-<split>-NNN
 EVAL_CORPORA = {"bicycles": (40, 60, 25), "medqa": (40, 60, 0)}  # cards, answerable turns, no_match turns at least
 
 
