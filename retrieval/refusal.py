@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from retrieval.refusal_words import _compare, _language_name, _num, _quote
 from retrieval.tokenize import SCRIPT_NAMES, STOPWORDS, _stemmer, cjk_language, has_cjk, main_script, tokenize
 
 # Defaults for bge-small-en-v1.5 + ms-marco-MiniLM-L-12-v2, chosen by scripts/tune_refusal.py on the dev split:
@@ -54,6 +55,9 @@ DEFAULT_MAX_UNEXPLAINED_WORDS = 99  # off unless a corpus's calibration (or the 
 DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED = 50.0
 DEFAULT_MIN_MULTILINGUAL_COSINE = 0.80
 DEFAULT_MAX_OOD_MARGIN = 0.0  # refuse a turn nearer an out-of-domain example than any card
+DEFAULT_MIN_MULTILINGUAL_Z = 2.0  # e5's cosine in standard deviations above the turn's to out-of-domain examples
+MULTILINGUAL_Z_OFF = -99.0
+DEFAULT_MIN_ANSWERABILITY = 0.5  # an answerability model's (REFUSAL_MODEL) best score that answers; refusal_gates
 OOD_MARGIN_OFF = 1.0  # a margin of cosines never reaches 1
 AGREEMENT_DEPTH = 10
 # A language is "the cards' language" when at least this share of the chunk texts is written in it: below it, a
@@ -349,6 +353,8 @@ class RefusalEvidence:
     missing: Mapping[str, str] = field(default_factory=dict)
     multilingual_cosine: float | None = None  # e5 cosine of the turn and its top card, asked only when needed
     ood: tuple[str, float, float] | None = None  # (closest out-of-domain example, its cosine, the closest card's)
+    multilingual_null: tuple[float, float, float, int] | None = None  # e5: best card of top_k, examples' mean, sd, n
+    answerability: tuple[str, float] | None = None  # REFUSAL_MODEL's name and best score (retrieval.refusal_gates)
 
 
 @dataclass(frozen=True)
@@ -443,6 +449,8 @@ class RefusalThresholds:
     min_multilingual_cosine: float = DEFAULT_MIN_MULTILINGUAL_COSINE
     max_code_families: int = MAX_CODE_FAMILIES
     max_ood_margin: float = DEFAULT_MAX_OOD_MARGIN
+    min_multilingual_z: float = DEFAULT_MIN_MULTILINGUAL_Z  # the gates of retrieval.refusal_gates
+    min_answerability: float = DEFAULT_MIN_ANSWERABILITY
     languages: bool = True
     source: str = "defaults"
 
@@ -456,6 +464,8 @@ class RefusalThresholds:
             "min_cross_encoder_unexplained",
             "min_multilingual_cosine",
             "max_ood_margin",
+            "min_multilingual_z",
+            "min_answerability",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -519,29 +529,6 @@ class RefusalDecision:
         return asdict(self)
 
 
-def _num(x: float, decimals: int = 2) -> str:
-    """``-3.0``, ``-7.23``, ``-2.75``: two decimals, trailing zeros dropped down to one."""
-    text = f"{x:.{decimals}f}"
-    while text.endswith("0") and len(text.split(".")[1]) > 1:
-        text = text[:-1]
-    return text
-
-
-def _compare(value: float, threshold: float, passed: bool, decimals: int = 2) -> str:
-    """``value >= threshold`` or ``value < threshold``, with enough decimals that the printed numbers agree."""
-    limit = _num(threshold, max(decimals, 4))  # the threshold as set (-3.25, not -3.2), at least one decimal
-    for more in range(decimals, decimals + 5):
-        shown = _num(value, more)
-        if (float(shown) >= threshold) == passed and (shown != limit or value == threshold):
-            break
-    return f"{shown} {'>=' if passed else '<'} {limit}"
-
-
-def _quote(words: Sequence[str], limit: int = 4) -> str:
-    shown = ", ".join(f"'{w}'" for w in words[:limit])
-    return shown + (f" and {len(words) - limit} more" if len(words) > limit else "")
-
-
 def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[RefusalTest]:
     n_known = len(lex.known)
     if not lex.judged:
@@ -587,21 +574,6 @@ def _vocabulary_tests(lex: LexicalEvidence, t: RefusalThresholds) -> list[Refusa
         sentence = "no unknown model number or code in the turn"
     tests.append(RefusalTest("unknown identifiers", float(len(unknown)), 0.0, not unknown, sentence))
     return tests
-
-
-_LANGUAGE_NAMES = {
-    "en": "English",
-    "es": "Spanish",
-    "pt": "Portuguese",
-    "ja": "Japanese",
-    "zh": "Chinese",
-    "ko": "Korean",
-}
-
-
-def _language_name(code: str) -> str:
-    """``Spanish`` for ``es``; ``Cyrillic`` for the script ``cyrl`` (whose language the script does not tell)."""
-    return _LANGUAGE_NAMES.get(code) or SCRIPT_NAMES.get(code, code)
 
 
 def _unexplained_test(lex: LexicalEvidence, ce: float | None, t: RefusalThresholds) -> RefusalTest:

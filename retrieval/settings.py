@@ -16,10 +16,12 @@ from typing import Any
 
 from retrieval.refusal import DEFAULT_MAX_OOD_MARGIN as OOD_MARGIN
 from retrieval.refusal import DEFAULT_MAX_UNEXPLAINED_WORDS as UNEXPLAINED
+from retrieval.refusal import DEFAULT_MIN_ANSWERABILITY as ANSWERABLE
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER, DEFAULT_MIN_FALLBACK_COSINE, DEFAULT_MIN_RESCUE_COSINE
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_FOREIGN as FOREIGN
 from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED as SURE
 from retrieval.refusal import DEFAULT_MIN_MULTILINGUAL_COSINE as MULTI
+from retrieval.refusal import DEFAULT_MIN_MULTILINGUAL_Z as MULTI_Z
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -171,7 +173,11 @@ class Settings:
             family the cards use (GS-90 when they know GS-40, GS-60). Set false for open text such as abstracts,
             where a gene name (NF2) may be absent from the very abstract that answers.
         refusal_min_cross_encoder_foreign, refusal_max_unexplained_words, refusal_min_cross_encoder_unexplained,
-            refusal_min_multilingual_cosine, refusal_max_ood_margin: ``RefusalThresholds``' fields of those names.
+            refusal_min_multilingual_cosine, refusal_max_ood_margin, refusal_min_multilingual_z,
+            refusal_min_answerability: ``RefusalThresholds``' fields of those names.
+        refusal_model: ``REFUSAL_MODEL``, a local folder holding a sentence-transformers ``CrossEncoder`` that
+            judges whether a card answers a turn (an NLI model, a multilingual reranker); when set, its best score
+            over the top_k cards must reach ``REFUSAL_MIN_ANSWERABILITY`` (``retrieval.answerability``). Unset: none.
         refusal_calibration / refusal_calibrate_on_index: use a corpus's calibrated thresholds when it has them
             (not the shipped cards); calibrate a corpus in the background once indexed (``retrieval.calibration``).
         data_dir: ``DATA_DIR``, the git-ignored folder for uploaded corpora and their registry (``data/``).
@@ -256,6 +262,9 @@ class Settings:
     )
     refusal_min_multilingual_cosine: float = knob(MULTI, "REFUSAL_MIN_MULTILINGUAL_COSINE", "float", lo=-1, hi=1)
     refusal_max_ood_margin: float = knob(OOD_MARGIN, "REFUSAL_MAX_OOD_MARGIN", "float", lo=-2, hi=1)
+    refusal_min_multilingual_z: float = knob(MULTI_Z, "REFUSAL_MIN_MULTILINGUAL_Z", "float", lo=-99, hi=20)
+    refusal_model: str | None = knob(None, "REFUSAL_MODEL", "optional_name")
+    refusal_min_answerability: float = knob(ANSWERABLE, "REFUSAL_MIN_ANSWERABILITY", "float", lo=-100, hi=100)
     refusal_calibration: bool = knob(True, "REFUSAL_CALIBRATION", "bool")
     refusal_calibrate_on_index: bool = knob(True, "REFUSAL_CALIBRATE_ON_INDEX", "bool")
     data_dir: str = knob(str(PROJECT_ROOT / "data"), "DATA_DIR", "name")

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from retrieval import calibration, refusal  # noqa: E402
+from retrieval import calibration, refusal, refusal_gates  # noqa: E402
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_beir, load_cards, load_queries, split_cards  # noqa: E402
 from retrieval.parents import cosine_cut_skipped  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
@@ -56,6 +56,9 @@ BEFORE = refusal.RefusalThresholds(
     max_ood_margin=refusal.OOD_MARGIN_OFF,
     source="before",
 )
+# The previous round's rule (the shipped defaults before the gates of retrieval.refusal_gates): the table's middle
+# column for the shipped sets.
+PREVIOUS = refusal.RefusalThresholds(min_multilingual_z=refusal.MULTILINGUAL_Z_OFF, source="previous")
 # --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
 # cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
 NEW_ONLY = {
@@ -63,11 +66,27 @@ NEW_ONLY = {
         ("min_cross_encoder_foreign", "min_multilingual_cosine"),
         ("max_unexplained_words", "min_cross_encoder_unexplained"),
         ("max_ood_margin",),
+        ("min_multilingual_z",),
     )
 }
-DEV_POS = ("queries.jsonl:answerable", "paraphrase_dev.jsonl", "crosslang_dev.jsonl")
-DEV_NEG = ("queries.jsonl:no_match", "ood_dev.jsonl", "near_dev.jsonl")
-TEST = ("paraphrase_test.jsonl", "crosslang_test.jsonl", "near_test.jsonl", "ood_test.jsonl")
+DEV_POS = ("queries.jsonl:answerable", "paraphrase_dev.jsonl", "consumer_dev.jsonl", "crosslang_dev.jsonl")
+DEV_NEG = ("queries.jsonl:no_match", "ood_dev.jsonl", "near_dev.jsonl", "farlang_dev.jsonl")
+TEST = (
+    "paraphrase_test.jsonl",
+    "consumer_test.jsonl",
+    "crosslang_test.jsonl",
+    "near_test.jsonl",
+    "ood_test.jsonl",
+    "farlang_test.jsonl:es",
+    "farlang_test.jsonl:pt",
+)
+OPEN = (  # name, cards, labeled turns: the open-domain corpora of --open
+    ("bicycles", ROOT / "corpus/eval/bicycles/cards.jsonl", ROOT / "corpus/eval/bicycles/queries.jsonl"),
+    ("medqa", ROOT / "corpus/eval/medqa/cards.jsonl", ROOT / "corpus/eval/medqa/queries.jsonl"),
+    # 25 of the bicycle cards, their answerable turns and 12 near-topic ones (car engines, motorbikes)
+    ("bikes25", ROOT / "tests/data/bikes25_cards.jsonl", ROOT / "tests/data/bikes25_queries.jsonl"),
+)
+ANSWERABLE = ("queries.jsonl:answerable", "paraphrase", "consumer", "crosslang")
 
 
 def turns_of(spec: str, folder: Path) -> list[str]:
@@ -77,6 +96,8 @@ def turns_of(spec: str, folder: Path) -> list[str]:
         qs = [q for q in qs if q.category != "no_match"]
     elif which == "no_match":
         qs = [q for q in qs if q.category == "no_match"]
+    elif which:  # a language: es, pt
+        qs = [q for q in qs if (q.lang or "").startswith(which)]
     return [q.text for q in qs]
 
 
@@ -110,7 +131,7 @@ def pipeline_refused(ev: refusal.RefusalEvidence | None, th: refusal.RefusalThre
     applied where the pipeline does not apply it (``retrieval.parents.cosine_cut_skipped``)."""
     if ev is None:
         return True
-    decision = refusal.decide(ev, th)
+    decision = refusal_gates.judge(ev, th)
     if decision.refused:
         return True
     return not cosine_cut_skipped(decision, s) and ev.best_cosine is not None and ev.best_cosine < s.min_similarity
@@ -165,8 +186,8 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     # Choose the defaults on dev. Budgets: the English answerable dev turns (shipped labeled + paraphrase_dev) keep
     # at most the false refusals of the rule before (issue 23: "the shipped cards keep at most today's false
     # refusals"); the es/pt dev turns at most --crosslang-share of them.
-    english = {lv: [e for s in DEV_POS[:2] for e in evs(s, lv)] for lv in LEVELS}
-    crosslang = {lv: evs(DEV_POS[2], lv) for lv in LEVELS}
+    english = {lv: [e for s in DEV_POS[:3] for e in evs(s, lv)] for lv in LEVELS}
+    crosslang = {lv: evs(DEV_POS[3], lv) for lv in LEVELS}
     neg = {lv: [e for s in DEV_NEG for e in evs(s, lv)] for lv in LEVELS}
     started = time.perf_counter()
     after = refusal.RefusalThresholds(source="defaults")
@@ -178,6 +199,8 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             sum(pipeline_refused(e, BEFORE, settings) for e in crosslang[level]) if level != "full" else 0,
         )
         budgets[level] = (budget_en, budget_cl)
+        if args.search == "keep":  # report the module's defaults as they are
+            continue
         search = NEW_ONLY.get(level, ()) if args.search == "new" else None
         after = calibration.choose(
             [(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level, after, search
@@ -191,7 +214,7 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         print(f"warning: chosen on dev != retrieval/refusal.py defaults (chosen, module): {differ}", file=sys.stderr)
     rows = []
     for spec in (*DEV_POS, *DEV_NEG, *TEST):
-        answerable = spec in DEV_POS or spec.startswith(("paraphrase", "crosslang"))
+        answerable = spec.startswith(ANSWERABLE)
         row = {
             "set": spec,
             "split": "test" if spec in TEST else "dev",
@@ -199,15 +222,12 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             "kind": "answerable (refused = false refusal)" if answerable else "refuse",
         }
         for level in LEVELS:
-            for name, th in (("before", BEFORE), ("after", after)):
+            for name, th in (("before", BEFORE), ("defaults", PREVIOUS), ("after", after)):
                 row[f"{level}:{name}"] = sum(pipeline_refused(e, th, settings) for e in evs(spec, level))
         rows.append(row)
     examples = {
         spec: [
-            t
-            for t in sets[spec]
-            if pipeline_refused(ev[t]["full"], after, settings)
-            == (spec in DEV_POS or spec.startswith(("paraphrase", "crosslang")))
+            t for t in sets[spec] if pipeline_refused(ev[t]["full"], after, settings) == (spec.startswith(ANSWERABLE))
         ][:12]
         for spec in sets
     }
@@ -356,9 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default="/tmp/refusal-report")
     ap.add_argument(
         "--search",
-        choices=("new", "all"),
+        choices=("new", "all", "keep"),
         default="new",
-        help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration)",
+        help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration); keep: "
+        "no search, report retrieval/refusal.py's defaults",
     )
     ap.add_argument(
         "--crosslang-share",
@@ -386,9 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     after = refusal.RefusalThresholds.from_dict(report["shipped"]["after"])
     rows = list(report["shipped"]["rows"])
     if args.open:
-        for name in ("bicycles", "medqa"):
-            folder = ROOT / "corpus" / "eval" / name
-            report[name] = open_corpus(args, settings, name, folder / "cards.jsonl", folder / "queries.jsonl", after)
+        for name, cards_path, queries_path in OPEN:
+            report[name] = open_corpus(args, settings, name, cards_path, queries_path, after)
             rows.extend(report[name]["rows"])
     if args.scifact:
         report["scifact"] = scifact(args, settings, after)
@@ -406,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         f"; false-refusal budgets per level (English dev, es/pt dev): {report['shipped']['budgets']}"
     )
     print(table(rows))
-    for name in ("bicycles", "medqa", "scifact"):
+    for name in (*(o[0] for o in OPEN), "scifact"):
         if name in report:
             cal = report[name]["calibration"]
             print(

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from retrieval import calibration
+from retrieval import calibration, near_negatives
 from retrieval.corpus import load_cards
 from retrieval.pipeline import thresholds_for
 from retrieval.refusal import RefusalEvidence, RefusalThresholds, Vocabulary, lexical_evidence
@@ -110,6 +110,7 @@ def test_a_corpus_whose_tokens_or_rule_changed_is_not_reused_and_others_keep_the
 
 def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini, mini_settings, pool, monkeypatch):
     monkeypatch.setattr(calibration, "MAX_POSITIVES", 6)
+    monkeypatch.setattr(near_negatives, "MAX_TURNS", 4)
     cards = load_cards(MINI_CARDS)
     seen = []
     result = calibration.calibrate(
@@ -123,6 +124,10 @@ def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini,
     assert full["answerable_fit"][0] == 0  # the budget on the fitting half: no synthetic turn refused
     assert result.thresholds.source.startswith("calibrated for mini on ")
     assert "held-out out-of-domain turns refused" in calibration.describe(result)
+    # Near-topic turns made from the corpus's title words: run, reported per side, with what the floor kept.
+    assert full["near_fit"][1] + full["near_held"][1] == 4
+    assert set(r["without_near_floor"]) == {"full", "rrf_only", "dense_only"} and "near_floor_kept" in r
+    assert "near-topic turns refused" in calibration.describe(result)
 
     assert calibration.load(mini_settings, mini.chunks) is None
     calibration.save(mini_settings, mini.chunks, result)

@@ -21,8 +21,16 @@ SPLIT_SETS = {
     "near": ("no_match", {"shared_code", "shared_word", "shared_topic", "same_product", "other_language"}, 140),
     "paraphrase": ("semantic", None, 80),
     "crosslang": ("multilingual", {"english_only_card", "card_with_sibling"}, 120),
+    "farlang": ("no_match", {"general_knowledge"}, 80),  # Spanish and Portuguese general-knowledge questions
+    "consumer": ("semantic", {"layperson"}, 90),  # layperson wording, misspellings, brand names
 }
-PREFIX = {"near": "near", "paraphrase": "para", "crosslang": "xl"}  # ids: <prefix>-<split>-NNN
+PREFIX = {
+    "near": "near",
+    "paraphrase": "para",
+    "crosslang": "xl",
+    "farlang": "far",
+    "consumer": "cons",
+}  # ids: <prefix>-<split>-NNN
 EVAL_CORPORA = {"bicycles": (40, 60, 25), "medqa": (40, 60, 0)}  # cards, answerable turns, no_match turns at least
 
 
