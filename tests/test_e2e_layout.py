@@ -119,7 +119,7 @@ def step(pg, key: str, count: str, text: str, badge: str | None = None) -> None:
     work): the tour shows step ``count`` and its turn (at level ``badge``). Every press counts (trigger_mode
     "multiple", ui._wire)."""
     pg.keyboard.press(key)
-    expect()(pg.locator("#tour-caption")).to_contain_text(count)
+    expect()(pg.locator("#tour-caption")).to_contain_text(count, timeout=TIMEOUT_MS)
     expect()(pg.locator("#hybrid-path .turn")).to_contain_text(text, timeout=TIMEOUT_MS)
     if badge:
         expect()(level(pg)).to_have_text(badge, timeout=TIMEOUT_MS)
@@ -165,7 +165,7 @@ def test_presenter_mode_tours_the_examples_and_the_levels_with_the_keyboard(cont
     expect()(pg.locator("#turn-row")).to_be_visible()  # the compact bar (its own test: below)
     expect()(pg.locator("#examples")).to_be_hidden()
     pg.keyboard.press("ArrowRight")
-    expect()(pg.locator("#tour-caption")).to_contain_text(f"1/{n}")
+    expect()(pg.locator("#tour-caption")).to_contain_text(f"1/{n}", timeout=TIMEOUT_MS)
     expect()(pg.locator("#tour-caption")).to_contain_text(EXAMPLES[0].shows[:40])
     expect()(pg.locator("#hybrid-path .turn")).to_contain_text(EXAMPLES[0].text, timeout=TIMEOUT_MS)
     expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
