@@ -59,6 +59,23 @@ KEYS_JS = """() => {
     e.preventDefault();
     if (key === '/') { target.focus(); } else { target.click(); }
   });
+  // The card the caption asks to watch stays on screen: a new step starts at the top of the page; when the step's
+  // columns arrive with that card below the screen everywhere, the page scrolls just enough to show it (the bar
+  // stays on top, and the badge is still in view).
+  let step = null;
+  new MutationObserver(() => {
+    if (!document.body.classList.contains('present')) { return; }
+    const caption = document.querySelector('#tour-caption .tour-caption');
+    const now = caption ? caption.dataset.step || null : null;
+    if (now !== step) { step = now; if (now) { window.scrollTo(0, 0); } }
+    const card = caption && caption.dataset.watch;
+    if (!card) { return; }
+    const heads = [...document.querySelectorAll('#columns .hit')].filter(h => h.dataset.parent === card)
+      .map(h => h.querySelector('.hit-head').getBoundingClientRect());
+    if (!heads.length || heads.some(r => r.bottom <= window.innerHeight)) { return; }
+    const below = Math.min(...heads.map(r => r.bottom)) - window.innerHeight + 16;
+    if (below > 0) { window.scrollBy(0, below); }
+  }).observe(document.body, {subtree: true, childList: true});
 }"""
 # What the keys do, in the tour bar (the page documents its keys).
 KEYS = (
@@ -96,15 +113,16 @@ def caption_html(step: Step | None, index: int = -1, total: int = 0) -> str:
             '<div class="tour-caption">This corpus has no example turns to tour: type a turn and press Run '
             f"(labeled turns become the tour).</div>{KEYS_HTML}"
         )
-    watch = ""
+    watch, watch_attr = "", ""
     if step.card and _CSS_SAFE_ID.fullmatch(step.card):  # the id is data: only a plain id goes into a selector
+        watch_attr = f' data-watch="{render.esc(step.card)}"'  # KEYS_JS keeps that card on screen
         watch = (
             f'<style>#columns .hit[data-parent="{step.card}"] {{ outline: 5px solid #ffb000; '
             f"outline-offset: 1px; }}</style>"
         )
     card = f' · watch <b class="watch">{render.esc(step.title or step.card)}</b>' if step.card else ""
     return (
-        f'<div class="tour-caption" data-step="{index + 1}"><span class="tour-count">{index + 1}/{total}</span> '
+        f'<div class="tour-caption" data-step="{index + 1}"{watch_attr}><span class="tour-count">{index + 1}/{total}</span> '
         f"<b>{render.esc(step.label)}</b>: {render.esc(step.caption)}{card}</div>{watch}{KEYS_HTML}"
     )
 
