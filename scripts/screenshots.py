@@ -94,9 +94,24 @@ def compare(browser, url: str, out: Path) -> None:
 
 
 def data_tab(browser, url: str, out: Path) -> None:
+    """The Data tab after a refused upload: a JSONL file whose second line is no JSON, and the message naming it."""
+    from playwright.sync_api import expect
+
     pg = _page(browser, url, 1400, 1000)
     pg.get_by_role("tab", name="Data").click()
     pg.locator("#active-corpus").wait_for()
+    with tempfile.TemporaryDirectory() as tmp:
+        broken = Path(tmp) / "own cards.jsonl"
+        broken.write_text(
+            '{"id": "own-1", "title": "Morning pills", "text": "Take the blue pill with breakfast."}\n'
+            '{"id": "own-alarm", "title": "Evening alarm", "text": <script>alert(1)</script>\n',
+            encoding="utf-8",
+        )
+        pg.locator("#corpus-upload input[type=file]").set_input_files(str(broken))
+        pg.locator("#corpus-upload").get_by_text(broken.name).first.wait_for()
+        expect(pg.locator("#corpus-upload")).not_to_contain_text("Uploading", timeout=TIMEOUT_MS)  # all sent
+        pg.locator("#corpus-add").click()
+        expect(pg.locator("#data-message")).to_contain_text("own cards.jsonl:2", timeout=TIMEOUT_MS)
     pg.wait_for_timeout(800)
     pg.screenshot(path=str(out), full_page=True)
     pg.context.close()

@@ -164,8 +164,9 @@ def assert_readable(pg, where: str) -> None:
     if r["watch"] is not None:
         assert r["seen"] and all(s["title"] == r["watch"] for s in r["seen"]), (where, r["watch"], r["seen"][:2])
         assert any(s["bottom"] <= 720 for s in r["seen"]), f"{where}: the watched card is below the screen"
-        badge = pg.locator("#hybrid-path .badge").bounding_box()
-        assert badge["y"] >= 0 and badge["y"] + badge["height"] <= 720, f"{where}: the badge left the screen"
+        for name, selector in (("badge", "#hybrid-path .badge"), ("bar", "#turn-row")):
+            box = pg.locator(selector).bounding_box()
+            assert box["y"] >= 0 and box["y"] + box["height"] <= 720, f"{where}: the {name} left the screen: {box}"
 
 
 def test_presenter_mode_tours_the_examples_and_the_levels_with_the_keyboard(context_at, server):
@@ -231,6 +232,10 @@ def test_presenter_bar_keeps_the_turn_and_the_three_controls_and_keys_drive_them
         assert box and box["y"] >= 0 and box["y"] + box["height"] <= 720 and box["x"] + box["width"] <= 1280, name
         size = pg.locator(selector).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
         assert size >= 18, f"{name}: {size} px"
+    pg.mouse.wheel(0, 900)  # scrolled down the columns, the bar stays at the top of the screen
+    pg.wait_for_function("() => window.scrollY > 200")
+    bar = pg.locator("#turn-row").bounding_box()
+    assert 0 <= bar["y"] and bar["y"] + bar["height"] <= 120, f"the bar scrolled away: {bar}"
     expect()(pg.locator("#tour-caption .tour-keys")).to_contain_text("Hybrid on/off")  # the keys, in the page
     hybrid, fails = pg.locator("#hybrid-enabled input"), pg.locator("#simulate-reranker-failure input")
     pg.keyboard.press("h")
@@ -246,12 +251,12 @@ def test_presenter_bar_keeps_the_turn_and_the_three_controls_and_keys_drive_them
     k = pg.locator("#rrf-k input[type=number]")
     start = int(k.input_value())
     pg.keyboard.press("+")
-    expect()(k).not_to_have_value(str(start))
+    expect()(k).not_to_have_value(str(start), timeout=TIMEOUT_MS)
     raised = int(k.input_value())
     assert raised > start
     expect()(pg.locator("#list-rrf .col-head .chip")).to_contain_text(f"k={raised} ", timeout=TIMEOUT_MS)
     pg.keyboard.press("-")
-    expect()(k).to_have_value(str(start))
+    expect()(k).to_have_value(str(start), timeout=TIMEOUT_MS)
     expect()(pg.locator("#list-rrf .col-head .chip")).to_contain_text(f"k={start} ", timeout=TIMEOUT_MS)
     # while typing in the turn box the keys are letters: "h" and "f" go into the turn, the controls stay
     pg.keyboard.press("/")
