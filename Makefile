@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ORT_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast lint bench check-network clean
+.PHONY: run test test-fast lint bench check-network screenshots clean
 
 $(VENV)/.runtime: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ test-fast: $(VENV)/.dev
 # No network at run time: the app under strace (start-up, one turn, 30 s) makes no DNS query and no outside connect.
 check-network: $(VENV)/.runtime
 	$(PY) scripts/check_no_network.py
+
+# The documentation's pictures (docs/*.png): the real app and a headless Chromium; the tests never write them.
+# `make screenshots ONLY="presenter inspector"` re-takes some of them.
+screenshots: $(VENV)/.dev
+	$(PY) scripts/screenshots.py $(if $(ONLY),--only $(ONLY))
 
 bench: $(VENV)/.runtime
 	$(PY) -m retrieval bench

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from inspector import render
 from inspector.examples import EXAMPLES
@@ -28,12 +29,15 @@ SEED = 0
 
 @dataclass(frozen=True)
 class Step:
-    """One step of presenter mode's tour: the turn, its one-line caption and the card to watch (or None)."""
+    """One step of presenter mode's tour: the turn, its one-line caption, the card to watch (or None) with its
+    title as the cards show it, and the headline controls the step sets (none: their defaults)."""
 
     label: str
     text: str
     caption: str
     card: str | None
+    title: str | None = None
+    settings: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,8 @@ def _words(data: CorpusData) -> CorpusWords:
     entry = data.entry
     shipped = entry.kind == SHIPPED and medication_cards(entry.source)  # CORPUS_PATH may hold someone else's
     if shipped:
-        steps = tuple(Step(e.label, e.text, e.shows, e.card) for e in EXAMPLES)
+        titles = {c.id: c.title for c in data.cards}
+        steps = tuple(Step(e.label, e.text, e.shows, e.card, titles.get(e.card or "") or None) for e in EXAMPLES)
         return CorpusWords(entry.name, True, len(data.cards), len(data.chunks), SHIPPED_PLACEHOLDER, steps, "")
     steps = _labeled_steps(data, MAX_TOUR)
     titles = [c.title for c in data.cards[:3] if c.title]
@@ -127,10 +132,10 @@ def _labeled_steps(data: CorpusData, limit: int) -> tuple[Step, ...]:
         card = max(q.relevant, key=lambda d: (q.relevant[d], d))
         title = titles.get(card, card)
         caption = (
-            f"{q.category or 'labeled'} turn {q.id}: the card judged relevant is “{title[:80]}” ({card}); "
+            f"{q.category or 'labeled'} turn {q.id}: the card judged relevant is “{title[:80]}”; "
             f"watch where each branch ranks it."
         )
-        steps.append(Step(f"{q.id}: {q.text[:40]}", q.text, caption, card))
+        steps.append(Step(f"{q.id}: {q.text[:40]}", q.text, caption, card, title))
     return tuple(steps)
 
 
@@ -168,7 +173,7 @@ def caption_for(query: str, corpus: str | None = None) -> str:
         return hint_html(words)
     return (
         f'<div class="examples-hint shows"><b>{render.esc(step.label)}</b>: {render.esc(step.caption)}'
-        + (f" · watch <code>{render.esc(step.card)}</code>" if step.card else "")
+        + (f" · watch <b>{render.esc(step.title or step.card)}</b>" if step.card else "")
         + "</div>"
     )
 

@@ -208,7 +208,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 def _turn_row(words: corpus_words.CorpusWords) -> tuple[gr.Textbox, gr.Button, dict[str, Any], gr.Checkbox, gr.Button]:
     """The turn box, Run, the headline controls, the presenter toggle and the button that opens the drawer."""
     d = handlers.default_controls()
-    with gr.Row(equal_height=True, elem_id="turn-row", elem_classes=["no-present"]):
+    # kept in presenter mode as its compact bar (head.css), the presenter toggle and the drawer's button aside
+    with gr.Row(equal_height=True, elem_id="turn-row"):
         query = gr.Textbox(
             label=corpus_words.turn_label(words),
             elem_id="query",
@@ -223,7 +224,7 @@ def _turn_row(words: corpus_words.CorpusWords) -> tuple[gr.Textbox, gr.Button, d
         headline = {
             name: control_widget(handlers.KNOBS[name], d[name], **HEADLINE_LAYOUT.get(name, {})) for name in HEADLINE
         }
-        with gr.Column(scale=0, min_width=120, elem_id="turn-row-end"):
+        with gr.Column(scale=0, min_width=120, elem_id="turn-row-end", elem_classes=["no-present"]):
             present = gr.Checkbox(False, label="Presenter mode", elem_id="present-on")
             open_controls = gr.Button("⚙ All controls", elem_id="open-controls", size="sm")
     return query, run, headline, present, open_controls
@@ -279,10 +280,15 @@ def _tour_bar(words: corpus_words.CorpusWords) -> dict[str, Any]:
     """Presenter mode's tour: previous / the caption of this step / next (keys: ← → or PageUp / PageDown)."""
     t: dict[str, Any] = {}
     with gr.Row(equal_height=True, elem_id="tour-bar"):
-        t["prev"] = gr.Button("◀ Previous", elem_id="tour-prev", scale=0, min_width=120)
-        t["caption"] = gr.HTML(presenter.caption_html(None, -1, len(words.steps)), elem_id="tour-caption")
-        t["next"] = gr.Button("Next ▶", elem_id="tour-next", scale=0, min_width=120)
-        t["exit"] = gr.Button("Exit presenter mode", elem_id="tour-exit", scale=0, min_width=150)
+        t["prev"] = gr.Button("◀ Back", elem_id="tour-prev", scale=0, min_width=90)
+        t["caption"] = gr.HTML(
+            presenter.caption_html(None, -1, len(presenter.tour_steps(words))), elem_id="tour-caption"
+        )
+        t["next"] = gr.Button("Next ▶", elem_id="tour-next", scale=0, min_width=90)
+        t["exit"] = gr.Button("✕ Exit", elem_id="tour-exit", scale=0, min_width=80)
+        # what the − and + keys click (never shown: head.css)
+        t["k_down"] = gr.Button("RRF k −", elem_id="rrf-k-down", elem_classes=["key-only"], scale=0, min_width=0)
+        t["k_up"] = gr.Button("RRF k +", elem_id="rrf-k-up", elem_classes=["key-only"], scale=0, min_width=0)
     t["index"] = gr.State(-1)
     return t
 
@@ -440,16 +446,25 @@ def _wire(
     newest(query.submit, turn)
     examples.load_input_event.then(corpus_words.caption_for, [query, *tail], o["hint"], api_visibility="private")
     then_turn(examples.load_input_event)
-    if tour is not None:
+    if tour is not None:  # presenter mode: a step sets the turn and the step's controls, then runs the turn
+        step_outputs = [tour["index"], query, tour["caption"], *(controls[n] for n in presenter.STEP_CONTROLS)]
         for button, direction in ((tour["prev"], -1), (tour["next"], 1)):
             then_turn(
                 button.click(
                     functools.partial(presenter.step, direction),
                     [tour["index"], *tail],
-                    [tour["index"], query, tour["caption"]],
+                    step_outputs,
                     api_visibility="private",
                 )
             )
+        for button, direction in ((tour["k_down"], -1), (tour["k_up"], 1)):  # the − and + keys: RRF k, re-run
+            nudged = button.click(
+                functools.partial(presenter.nudge_k, direction=direction),
+                controls["rrf_k"],
+                controls["rrf_k"],
+                api_visibility="private",
+            )
+            events.append(nudged.then(**rerun).success(**details))
     for name, component in controls.items():
         if name == "embedding_model":  # its threshold is preselected first, then the turn re-runs
             changed = component.input(

@@ -1,8 +1,8 @@
 """End to end: the launched app (``python app.py`` in a subprocess) driven by a real headless Chromium.
 
 Without a browser these tests skip locally, and fail under CI (CI=true). Chromium is launched with every host but
-127.0.0.1 unresolvable, and each test asserts the page asked for nothing outside 127.0.0.1. With the shipped corpus
-present, one test saves the README screenshot to docs/inspector.png.
+127.0.0.1 unresolvable, and each test asserts the page asked for nothing outside 127.0.0.1. Screenshots go to tmp_path:
+the documentation's pictures are taken by scripts/screenshots.py (``make screenshots``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.settings import Settings
-from tests.app_server import ROOT, SHIPPED
+from tests.app_server import SHIPPED
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = [
@@ -249,13 +249,12 @@ def test_why_not_box_and_a_judgment_that_stays_the_session_s_own(page, browser, 
     expect()(page.locator("#judgments")).to_contain_text("Undid your latest change", timeout=TIMEOUT_MS)
 
 
-def test_screenshot_for_the_readme(page):
+def test_the_whole_page_screenshots_with_its_charts(page, tmp_path):
     run_example(page, "lexical", "full")
     page.locator("#chart-contributions .main-svg").first.wait_for()
     page.wait_for_timeout(1500)  # let plotly finish its transitions
     bottom = page.locator("#chart-contributions").bounding_box()
-    out = ROOT / "docs" / "inspector-full.png"  # the whole page; test_e2e_layout takes the first screen
-    out.parent.mkdir(exist_ok=True)
+    out = tmp_path / "inspector-full.png"  # the whole page (scripts/screenshots.py takes the docs' copy)
     page.screenshot(
         path=str(out),
         full_page=True,

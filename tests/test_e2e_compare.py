@@ -1,7 +1,7 @@
 """Compare mode and share links in a real headless Chromium against the launched app (``python app.py``).
 
 Same browser rules as ``test_e2e_browser`` (skips without a browser locally, fails under CI; nothing outside
-127.0.0.1; no script may run). One test saves the README screenshot of compare mode to docs/compare.png.
+127.0.0.1; no script may run). One test screenshots compare mode (into tmp_path).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.app_server import ROOT, SHIPPED
+from tests.app_server import SHIPPED
 from tests.test_e2e_browser import (
     CHROMIUM_ARGS,
     DEFAULTS,
@@ -190,14 +190,13 @@ def test_a_labeled_turn_shows_relevance_marks_and_metrics(context, server):
     clean(pg)
 
 
-def test_screenshot_of_compare_mode_for_the_readme(context, server):
+def test_compare_mode_screenshots_between_its_share_line_and_its_view(context, server, tmp_path):
     pg = open_page(context, link(server, q=LABELED if SHIPPED.exists() else TURN, b="ADR recipe"))
     wait_compare(pg)
     pg.wait_for_timeout(500)
     top = pg.locator("#compare-share").bounding_box()
     bottom = pg.locator("#compare-view").bounding_box()
-    out = ROOT / "docs" / "compare.png"
-    out.parent.mkdir(exist_ok=True)
+    out = tmp_path / "compare.png"
     pg.screenshot(
         path=str(out),
         full_page=True,

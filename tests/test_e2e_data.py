@@ -4,7 +4,7 @@ Upload a JSONL with a broken line (the message names the line), then the fixed f
 100%, a turn's four lists come from the new corpus); upload a CSV and a .zip of Markdown; open a BEIR folder found
 under the data root (a small one made in tmp, so the test indexes in seconds; real SciFact takes ~25 min) and see
 its labeled turns offered in the inspector; switch back to the shipped corpus; two browser contexts with different
-active corpora each see their own lists. Saves the README screenshot of the Data tab to docs/data-tab.png.
+active corpora each see their own lists. Screenshots the Data tab into tmp_path.
 The Evaluation tab scores the session's corpus (preselected) and its A vs B links carry the corpus (issue 11).
 """
 
@@ -399,7 +399,7 @@ def test_two_sessions_keep_their_own_corpus(browser, server, files):
         ctx_b.close()
 
 
-def test_delete_a_corpus_and_its_store_then_screenshot(browser, server, page, files):
+def test_delete_a_corpus_and_its_store_then_screenshot(browser, server, page, files, tmp_path):
     other, other_page = new_page(browser, server)  # another session uploads team-kb (run alone, nothing else did)
     try:
         upload(other_page, files["csv"])
@@ -422,6 +422,6 @@ def test_delete_a_corpus_and_its_store_then_screenshot(browser, server, page, fi
     expect()(page.locator("#active-corpus")).to_contain_text("shipped")
     upload(page, files["broken"])  # the screenshot shows a refused upload's message and the picker
     expect()(page.locator("#data-message")).to_contain_text("own cards.jsonl:2")
-    out = ROOT / "docs" / "data-tab.png"
+    out = tmp_path / "data-tab.png"
     page.screenshot(path=str(out), full_page=True)
     assert out.stat().st_size > 10_000

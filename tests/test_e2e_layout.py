@@ -3,14 +3,18 @@ readable at every width, presenter mode's keyboard tour, and a streamed turn.
 
 Geometry is checked with bounding boxes, not text: the four columns' widths (four across, or two by two, each at
 least 280 px), no consensus or rank-move chip over its title, no column header cut, and the reranked column's first
-card inside a 1280x720 viewport after Run, without scrolling. The same runs save the README's screenshots.
+card inside a 1280x720 viewport after Run, without scrolling; the final column's first card in the first screen at
+every width from 800 px (two by two, the answer's row first); presenter mode's bar, keys, tour levels and type sizes.
+The documentation's pictures are taken by scripts/screenshots.py (``make screenshots``), never by these tests.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
-from tests.app_server import ROOT, SHIPPED
+from tests.app_server import SHIPPED
 from tests.test_e2e_browser import (
     TIMEOUT_MS,
     assert_clean,
@@ -88,52 +92,179 @@ def test_columns_stay_readable_and_the_answer_is_in_the_first_screen(context_at,
         x, y, w, h = g["first"]
         assert pg.evaluate("() => window.scrollY") == 0
         assert y + h <= height, f"{width}x{height}: the reranked first card's title ends at {y + h:.0f}px"
-    if width in (1024, 1440) and SHIPPED.exists():
-        pg.wait_for_timeout(300)
-        name = "inspector.png" if width == 1440 else "inspector-1024.png"
-        pg.screenshot(path=str(ROOT / "docs" / name))
     assert_clean(pg)
 
 
-def step(pg, key: str, count: str, text: str) -> None:
+# The final column's first card (its rank and title) inside the first screen after Run: the projectors' 1024x768 and
+# 800x900, then every width from 800 px on a 900 px tall screen (one page, resized: no turn re-run).
+FIRST_SCREENS = [(1024, 768), (800, 900)] + [(w, 900) for w in (860, 960, 1060, 1100, 1180, 1280, 1600, 1920)]
+FIRST_CARD_JS = """() => { const h = document.querySelector('#list-reranked .hit .hit-head');
+  const r = h.getBoundingClientRect(); return [r.top + window.scrollY, r.bottom + window.scrollY]; }"""
+
+
+def test_the_final_columns_first_card_is_in_the_first_screen_at_every_width_from_800(context_at, server):
+    pg = open_page(context_at(*FIRST_SCREENS[0]), server)
+    run_turn(pg)
+    late = []
+    for width, height in FIRST_SCREENS:
+        pg.set_viewport_size({"width": width, "height": height})
+        pg.wait_for_timeout(150)  # the resized page lays out again
+        _top, bottom = pg.evaluate(FIRST_CARD_JS)
+        if bottom > height:
+            late.append(f"{width}x{height}: the final column's first card ends at y={bottom:.0f}")
+    assert late == [], late
+    assert_clean(pg)
+
+
+def step(pg, key: str, count: str, text: str, badge: str | None = None) -> None:
     """Press ``key`` once, as soon as the previous step's turn is on screen (its cross-encoder may still be at
-    work): the tour shows step ``count`` and its turn. Every press counts (trigger_mode "multiple", ui._wire)."""
+    work): the tour shows step ``count`` and its turn (at level ``badge``). Every press counts (trigger_mode
+    "multiple", ui._wire)."""
     pg.keyboard.press(key)
-    expect()(pg.locator("#tour-caption")).to_contain_text(count)
+    expect()(pg.locator("#tour-caption")).to_contain_text(count, timeout=TIMEOUT_MS)
     expect()(pg.locator("#hybrid-path .turn")).to_contain_text(text, timeout=TIMEOUT_MS)
+    if badge:
+        expect()(level(pg)).to_have_text(badge, timeout=TIMEOUT_MS)
 
 
-def test_presenter_mode_tours_the_examples_with_the_keyboard(context_at, server):
+# Presenter mode at 1280x720, read from the back of a room: score lines and formulas of at least 16 px, no chip cut,
+# column titles on one line, the caption's card named by its title as the cards show it and on screen.
+READABLE_JS = """() => {
+  const px = (e) => parseFloat(getComputedStyle(e).fontSize);
+  const small = [...document.querySelectorAll('#columns .hit .score, #columns .hit .formula, #columns .hit .ranks')]
+    .filter(e => e.offsetParent && px(e) < 16).map(e => e.className + ' ' + px(e) + 'px');
+  const cut = [...document.querySelectorAll('#columns .chip')]
+    .filter(c => c.offsetParent && c.scrollWidth > c.clientWidth + 1).map(c => c.textContent);
+  const wrapped = [...document.querySelectorAll('#columns .col-title')]
+    .filter(t => t.getClientRects().length !== 1 || t.getBoundingClientRect().height > 1.6 * px(t)
+                 || t.scrollWidth > t.clientWidth + 1).map(t => t.textContent);
+  const watch = document.querySelector('#tour-caption .watch');
+  const seen = [...document.querySelectorAll('#columns .hit')].filter(h => getComputedStyle(h).outlineWidth === '5px')
+    .map(h => { const r = h.querySelector('.hit-head').getBoundingClientRect();
+                return {title: h.querySelector('.title').textContent, top: r.top, bottom: r.bottom}; });
+  return {small, cut, wrapped, watch: watch ? watch.textContent : null, seen};
+}"""
+
+
+WATCHED_ON_SCREEN_JS = """() => [...document.querySelectorAll('#columns .hit')]
+  .filter(h => getComputedStyle(h).outlineWidth === '5px')
+  .some(h => h.querySelector('.hit-head').getBoundingClientRect().bottom <= window.innerHeight)"""
+
+
+def assert_readable(pg, where: str) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    if pg.locator("#tour-caption .watch").count():  # the card to watch comes into view (scrolled if it must)
+        with contextlib.suppress(PlaywrightTimeout):  # the assertion below says what is wrong
+            pg.wait_for_function(WATCHED_ON_SCREEN_JS, timeout=5000)
+    r = pg.evaluate(READABLE_JS)
+    assert r["small"] == [], f"{where}: score lines under 16 px: {r['small'][:5]}"
+    assert r["cut"] == [], f"{where}: chips cut: {r['cut']}"
+    assert r["wrapped"] == [], f"{where}: column titles not on one line: {r['wrapped']}"
+    if r["watch"] is not None:
+        assert r["seen"] and all(s["title"] == r["watch"] for s in r["seen"]), (where, r["watch"], r["seen"][:2])
+        assert any(s["bottom"] <= 720 for s in r["seen"]), f"{where}: the watched card is below the screen"
+        for name, selector in (("badge", "#hybrid-path .badge"), ("bar", "#turn-row")):
+            box = pg.locator(selector).bounding_box()
+            assert box["y"] >= 0 and box["y"] + box["height"] <= 720, f"{where}: the {name} left the screen: {box}"
+
+
+def test_presenter_mode_tours_the_examples_and_the_levels_with_the_keyboard(context_at, server):
     if not SHIPPED.exists():
         pytest.skip("the curated tour is about the shipped corpus")
     from inspector.examples import EXAMPLES
 
+    n = len(EXAMPLES) + 2  # the examples, and the steps that switch hybrid off and fail the reranker
     pg = open_page(context_at(1280, 720), server + "?present=1", ready="#tour-bar")
-    expect()(pg.locator("#turn-row")).to_be_hidden()  # the badge and the columns only
+    expect()(pg.locator("#turn-row")).to_be_visible()  # the compact bar (its own test: below)
+    expect()(pg.locator("#examples")).to_be_hidden()
     pg.keyboard.press("ArrowRight")
-    expect()(pg.locator("#tour-caption")).to_contain_text(f"1/{len(EXAMPLES)}")
+    expect()(pg.locator("#tour-caption")).to_contain_text(f"1/{n}", timeout=TIMEOUT_MS)
     expect()(pg.locator("#tour-caption")).to_contain_text(EXAMPLES[0].shows[:40])
     expect()(pg.locator("#hybrid-path .turn")).to_contain_text(EXAMPLES[0].text, timeout=TIMEOUT_MS)
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
     watched = pg.locator(f'#list-reranked .hit[data-parent="{EXAMPLES[0].card}"]').first
     watched.wait_for()
     assert "5px" in watched.evaluate("e => getComputedStyle(e).outlineWidth")  # the card to watch is outlined
+    assert_readable(pg, "step 1")
     # the projected cards look medical: the banner's warning stays, and the answer still fits the first screen
     expect()(pg.locator("#banner .warn")).to_be_visible()
     expect()(pg.locator("#banner .warn")).to_contain_text("not medical advice")
     first = pg.locator("#list-reranked .hit .hit-head").first.bounding_box()
     assert first["y"] + first["height"] <= 720, first
-    pg.set_viewport_size({"width": 853, "height": 480})  # 1280x720 at 150 % zoom: the tour bar leaves room
+    pg.set_viewport_size({"width": 853, "height": 480})  # 1280x720 at 150 % zoom: each column's first card shows
     pg.wait_for_timeout(200)  # the resized page lays out again
     bar = pg.locator("#tour-bar").bounding_box()
     assert bar["height"] <= 0.35 * 480, f"the tour bar takes {bar['height']:.0f} of 480 px"
+    for stage in STAGES:
+        head = pg.locator(f"#list-{stage} .hit .hit-head").first.bounding_box()
+        assert head["y"] + head["height"] <= 480, f"150 %: {stage}'s first card ends at {head['y'] + head['height']}"
     pg.set_viewport_size({"width": 1280, "height": 720})
-    step(pg, "ArrowRight", f"2/{len(EXAMPLES)}", EXAMPLES[1].text)
-    step(pg, "ArrowLeft", f"1/{len(EXAMPLES)}", EXAMPLES[0].text)
-    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
-    pg.wait_for_timeout(300)
-    pg.screenshot(path=str(ROOT / "docs" / "presenter.png"))
+    # the levels: hybrid off (dense_only), the reranker's failure (rrf_only), then both restored
+    hybrid, fails = pg.locator("#hybrid-enabled input"), pg.locator("#simulate-reranker-failure input")
+    step(pg, "ArrowRight", f"2/{n}", EXAMPLES[0].text, "dense_only")
+    expect()(hybrid).not_to_be_checked()
+    assert_readable(pg, "step 2 (dense_only)")
+    step(pg, "ArrowRight", f"3/{n}", EXAMPLES[0].text, "rrf_only")
+    expect()(hybrid).to_be_checked()
+    expect()(fails).to_be_checked()
+    assert_readable(pg, "step 3 (rrf_only)")
+    step(pg, "ArrowRight", f"4/{n}", EXAMPLES[1].text, "full")
+    expect()(fails).not_to_be_checked()
+    step(pg, "ArrowLeft", f"3/{n}", EXAMPLES[0].text, "rrf_only")
     pg.keyboard.press("Escape")
-    expect()(pg.locator("#turn-row")).to_be_visible()
+    expect()(pg.locator("#examples")).to_be_visible()
+    assert_clean(pg)
+
+
+def test_presenter_bar_keeps_the_turn_and_the_three_controls_and_keys_drive_them(context_at, server):
+    pg = open_page(context_at(1280, 720), server + "?present=1&q=GS-40+E-09", ready="#tour-bar")
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    parts = {
+        "turn box": "#query textarea",
+        "Run": "#run",
+        "RRF k": "#rrf-k input[type=number]",
+        "Hybrid on": "#hybrid-enabled label",
+        "Reranker fails": "#simulate-reranker-failure label",
+    }
+    for name, selector in parts.items():  # on screen, in type that reads from the back of a room
+        box = pg.locator(selector).bounding_box()
+        assert box and box["y"] >= 0 and box["y"] + box["height"] <= 720 and box["x"] + box["width"] <= 1280, name
+        size = pg.locator(selector).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+        assert size >= 18, f"{name}: {size} px"
+    pg.mouse.wheel(0, 900)  # scrolled down the columns, the bar stays at the top of the screen
+    pg.wait_for_function("() => window.scrollY > 200")
+    bar = pg.locator("#turn-row").bounding_box()
+    assert 0 <= bar["y"] and bar["y"] + bar["height"] <= 120, f"the bar scrolled away: {bar}"
+    expect()(pg.locator("#tour-caption .tour-keys")).to_contain_text("Hybrid on/off")  # the keys, in the page
+    hybrid, fails = pg.locator("#hybrid-enabled input"), pg.locator("#simulate-reranker-failure input")
+    pg.keyboard.press("h")
+    expect()(hybrid).not_to_be_checked()
+    expect()(level(pg)).to_have_text("dense_only", timeout=TIMEOUT_MS)
+    pg.keyboard.press("h")
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    pg.keyboard.press("f")
+    expect()(fails).to_be_checked()
+    expect()(level(pg)).to_have_text("rrf_only", timeout=TIMEOUT_MS)
+    pg.keyboard.press("f")
+    expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    k = pg.locator("#rrf-k input[type=number]")
+    start = int(k.input_value())
+    pg.keyboard.press("+")
+    expect()(k).not_to_have_value(str(start), timeout=TIMEOUT_MS)
+    raised = int(k.input_value())
+    assert raised > start
+    expect()(pg.locator("#list-rrf .col-head .chip")).to_contain_text(f"k={raised} ", timeout=TIMEOUT_MS)
+    pg.keyboard.press("-")
+    expect()(k).to_have_value(str(start), timeout=TIMEOUT_MS)
+    expect()(pg.locator("#list-rrf .col-head .chip")).to_contain_text(f"k={start} ", timeout=TIMEOUT_MS)
+    # while typing in the turn box the keys are letters: "h" and "f" go into the turn, the controls stay
+    pg.keyboard.press("/")
+    pg.keyboard.press("End")
+    pg.keyboard.type(" hf")
+    expect()(pg.locator("#query textarea")).to_have_value("GS-40 E-09 hf")
+    expect()(hybrid).to_be_checked()
+    expect()(fails).not_to_be_checked()
     assert_clean(pg)
 
 

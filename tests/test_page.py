@@ -3,6 +3,7 @@ the corpus's own words, and the badge's marks. The browser checks the geometry (
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -13,9 +14,9 @@ import gradio as gr
 from inspector import badge, corpus_words, handlers, presenter, render, state, ui
 from inspector.examples import EXAMPLES
 from retrieval.corpora import CorpusData, CorpusEntry
-from retrieval.corpus import LabeledQuery
+from retrieval.corpus import LabeledQuery, load_cards
 from retrieval.types import Card, Chunk
-from tests.conftest import control_values
+from tests.conftest import SHIPPED_CARDS, control_values
 
 
 def test_the_headline_and_the_drawer_groups_hold_every_control_once():
@@ -162,14 +163,61 @@ def test_a_bad_turn_streams_its_message_once(ui):
 
 # ------------------------------------------------------------------------------------------- presenter mode
 def test_the_tour_steps_forward_and_back_and_wraps_around(ui):
-    n = len(EXAMPLES)
-    index, text, caption = presenter.step(1, -1)
+    n = len(presenter.tour_steps(corpus_words.words_for(None)))
+    assert n == len(EXAMPLES) + 2  # the examples, and the two level steps
+    index, text, caption, hybrid, fails = presenter.step(1, -1)
     assert index == 0 and text == EXAMPLES[0].text and f"0/{n}" not in caption and f"1/{n}" in caption
     assert f'.hit[data-parent="{EXAMPLES[0].card}"]' in caption  # the card to watch is outlined
-    index, text, caption = presenter.step(-1, 0)
+    assert (hybrid, fails) == (True, False)
+    index, text, caption, *_ = presenter.step(-1, 0)
     assert index == n - 1 and text == EXAMPLES[-1].text
-    index, _, _ = presenter.step(1, n - 1)
+    index, *_ = presenter.step(1, n - 1)
     assert index == 0
+
+
+def test_the_tour_switches_hybrid_off_then_fails_the_reranker_then_restores_both(ui):
+    """The steps after the first one: hybrid off (dense_only), the reranker's failure simulated (rrf_only), then the
+    next example with both restored (each step sets both controls, which the page then runs)."""
+    first = EXAMPLES[0]
+    seen = [presenter.step(1, i) for i in range(3)]  # steps 2, 3 and 4
+    assert [(s[1], s[3], s[4]) for s in seen] == [
+        (first.text, False, False),
+        (first.text, True, True),
+        (EXAMPLES[1].text, True, False),
+    ]
+    assert "Hybrid off" in seen[0][2] and "dense_only" in seen[0][2] and "rrf_only" in seen[1][2]
+    assert "back on" in seen[2][2]
+
+
+def test_tour_captions_name_the_card_by_its_title_not_its_id():
+    cards = tuple(load_cards(SHIPPED_CARDS))
+    entry = CorpusEntry("shipped", "shipped", str(SHIPPED_CARDS), "jsonl", "f" * 16, len(cards), 0)
+    words = corpus_words._words(CorpusData(entry, cards, (), ()))
+    titles = {c.id: c.title for c in cards}
+    watched = [step for step in presenter.tour_steps(words) if step.card]
+    assert len(watched) >= len(EXAMPLES)  # the examples with a card, and the two level steps
+    for step in watched:
+        caption = presenter.caption_html(step, 0, 1)
+        assert f'class="watch">{html.escape(titles[step.card], quote=False)}<' in caption, caption
+        shown = re.sub(r"<[^>]+>", "", caption.split("<style>")[0])
+        assert step.card not in shown  # the id only in attributes and the outline's selector, never in words
+    queries = [LabeledQuery("q1", "how do I fix chain 1", category="lexical", relevant={"bike-1": 2})]
+    labeled = corpus_words._words(_corpus(queries)).steps[0]
+    assert labeled.title == "Bicycle chain repair 1" and "bike-1" not in labeled.caption
+
+
+def test_the_rrf_k_keys_step_through_the_k_worth_showing():
+    assert presenter.nudge_k(10, 1) == 20 and presenter.nudge_k(10, -1) == 5
+    assert presenter.nudge_k(1, -1) == 1 and presenter.nudge_k(1000, 1) == 1000
+    assert presenter.nudge_k(7, 1) == 10 and presenter.nudge_k(7, -1) == 5
+    assert presenter.nudge_k("junk", 1) in presenter.K_STOPS
+
+
+def test_the_page_documents_its_keys():
+    for key, what in presenter.KEYS:
+        assert f"<kbd>{html.escape(key)}</kbd> {html.escape(what)}" in presenter.KEYS_HTML
+    for key in ("h", "f", "+", "-", "/", "r", "ArrowRight", "Escape"):
+        assert f"{key}:" in presenter.KEYS_JS or f"'{key}':" in presenter.KEYS_JS
 
 
 def test_a_hostile_card_id_never_reaches_the_watch_style():
