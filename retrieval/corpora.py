@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import corpus_store
+from retrieval import corpus_store, quotas
 from retrieval.context import REFUSAL
 from retrieval.corpus import (
     DEFAULT_CHUNK_WORDS,
@@ -186,11 +186,15 @@ class _Changes:
                 if not entry.owner
                 else "uploaded or attached from another browser session"
             )
+            act = "delete it" if what == "be deleted" else what
             raise ValueError(
-                f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
-                f"page (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)"
-                if what == "be deleted"
-                else f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the page."
+                f"{entry.name!r} was {how}: only the browser session that uploaded or attached a corpus may {act} "
+                "from the page"
+                + (
+                    f" (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)."
+                    if what == "be deleted"
+                    else "."
+                )
             )
         return entry
 
@@ -359,10 +363,13 @@ class Registry(_Changes):
         display: str | None = None,
         copy: bool = False,
         owner: str | None = None,
+        address: str | None = None,
     ) -> tuple[CorpusData, bool]:
         """Validate a file or folder and keep its cards and labeled turns in the store. ``copy``: it is an upload
         from the page (its temporary file is read, nothing of it is kept on disk), deletable from the page only by
         the session holding ``owner`` (a secret token); otherwise the CLI indexed it and the page never deletes it.
+        ``address``: the page's client address; an upload counts against its session's and its address's share of
+        the store, and a full store first deletes the page's corpora no one opened for a while (``retrieval.quotas``).
 
         Returns the loaded corpus and whether it was new (False: the same cards and labeled turns are in the store
         already, and that corpus, with its dense collections, is reused). A file that does not validate changes nothing.
@@ -383,13 +390,19 @@ class Registry(_Changes):
                     same = self.load(entry_of(row))
                     if same.queries == tuple(loaded.queries):  # the same cards with other labeled turns are new
                         return dataclasses.replace(same, notes=loaded.notes), False
-            if len(rows) >= self.limits.max_corpora:
-                raise LoadError(
-                    [
-                        f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
-                        f"{self.limits.max_corpora}); delete one in the Data tab first."
-                    ]
-                )
+            try:
+                if copy:
+                    quotas.check_own(self.settings, rows, owner_hash(owner), quotas.address_hash(address))
+                if len(rows) >= self.limits.max_corpora:
+                    rows = quotas.make_room(
+                        self.settings,
+                        rows,
+                        self.limits.max_corpora,
+                        lambda row: delete_corpus(self, entry_of(row)),
+                        owner_hash(owner) if copy else "",
+                    )
+            except quotas.QuotaError as exc:
+                raise LoadError([f"{shown}: {exc}"]) from None
             taken = {SHIPPED, *(e.name for e in beir_folders(self.data_root, []))}
             meta = {
                 "format": loaded.format,
@@ -400,6 +413,8 @@ class Registry(_Changes):
                 "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 "origin": "page" if copy else "cli",
                 "owner": owner_hash(owner) if copy else "",
+                "client": quotas.address_hash(address) if copy else "",
+                "opened": time.time(),
                 "refusal": "",
                 "source": "" if copy else str(path.resolve()),
                 "model": _canonical(self.settings.embedding_model),
@@ -731,6 +746,7 @@ def turn_corpus(name: str | None, settings: Settings):
     if not name or name == SHIPPED:
         return get_retriever(settings), shipped_refusal(settings.corpus_path)
     data = Registry(settings).open(name)
+    quotas.touch(settings, data.entry)
     if not is_ready(data, settings) and not is_indexed(data, settings):
         raise ValueError(
             f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
