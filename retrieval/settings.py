@@ -385,7 +385,17 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}.")
     if not lo <= value <= hi:
-        raise ValueError(f"{name}={value} is out of range: allowed {lo} to {hi}.")
+        raise ValueError(f"{name}={_short(value)} is out of range: allowed {lo} to {hi}.")
+
+
+def _short(value: int) -> str:
+    """A whole number as a message shows it: 1e308 sent to a slider is "1e+308", not its 309 digits."""
+    if abs(value) < 10**15:
+        return str(value)
+    try:
+        return f"{float(value):.3g}"
+    except OverflowError:
+        return "a number of more than 300 digits"
 
 
 def _check_float(name: str, value: Any, lo: float, hi: float) -> None:
