@@ -275,11 +275,15 @@ def sweep(idle_s: float | None = None) -> int:
             gone = [s for s in gone if s not in used or (time.time() - used[s].timestamp()) > idle]
         for session in gone:
             _SEEN.pop(session, None)
+    queue = getattr(_BLOCKS[0], "_queue", None) if _BLOCKS else None
     for session in gone:
         if holder is not None:
             with holder.lock:
                 holder.session_data.pop(session, None)
                 holder.time_last_used.pop(session, None)
+        if queue is not None and not queue.pending_event_ids_session.get(session):
+            queue.pending_messages_per_session.pop(session, None)  # results no one came to read
+            queue.pending_event_ids_session.pop(session, None)
         for hook in _ON_EXPIRE:
             try:
                 hook(session)

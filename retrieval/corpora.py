@@ -281,10 +281,13 @@ class Registry(_Changes):
         found = next((e for e in entries if e.name == wanted), None) or (_by_path(wanted, entries) if paths else None)
         if found is not None:
             return found
+        if self.store_error and wanted != SHIPPED:  # not "deleted": the store did not answer
+            raise ValueError(
+                f"corpus {wanted[:80]!r} cannot be opened now: {self.store_error}. Nothing was deleted; try again "
+                f"once the store answers ({SHIPPED!r}, the shipped cards, works meanwhile)."
+            )
         names = ", ".join(e.name for e in entries)
-        gone = " If it was listed before, it has been deleted (perhaps from another page or app process)." + (
-            f" The store is unreachable: {self.store_error}." if self.store_error else ""
-        )
+        gone = " If it was listed before, it has been deleted (perhaps from another page or app process)."
         if not paths:
             raise ValueError(
                 f"no corpus named {wanted[:80]!r}: choose one of {names} (the Data tab lists them; "
@@ -705,6 +708,8 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
     attach = data.entry.collection if data.entry.kind == "attached" else None
+    if progress is not None:  # an indexing job (the Data tab, the CLI): the one place a build starts or resumes
+        _drop_half_built(data, settings)
     retriever = get_retriever(
         settings_for(data, settings),
         progress=progress,
@@ -721,11 +726,29 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     if now - getattr(retriever, "calibration_read_at", -CALIBRATION_REREAD_S) >= CALIBRATION_REREAD_S:
         from retrieval import calibration
 
-        stored = calibration.load(settings_for(data, settings), data.chunks)
-        if stored is not None:  # (an unreadable store keeps what this process has)
+        from retrieval import store_calls
+
+        try:  # a store that does not answer at once keeps what this process has; read again at the next turn
+            done, stored = store_calls.bounded(
+                ("calibration", data.key), lambda: calibration.load(settings_for(data, settings), data.chunks), 1.0
+            )
+        except Exception:  # (an unreadable store keeps what this process has)
+            done, stored = True, None
+        if stored is not None:
             retriever.calibration = stored
-        retriever.calibration_read_at = now
+        if done:
+            retriever.calibration_read_at = now
     return retriever
+
+
+def _drop_half_built(data: CorpusData, settings: Settings) -> None:
+    """Forget this process's retriever over ``data`` if its dense store never opened (the store went away while
+    it was being built): the job about to run builds it again, resuming from what the store kept."""
+    from retrieval.pipeline import cached_retriever
+
+    kept = cached_retriever(settings_for(data, settings), data.key)
+    if kept is not None and kept.dense is None:
+        forget_retrievers(data.key or "")
 
 
 def open_for_turns(name: str | None, settings: Settings):
@@ -789,9 +812,11 @@ def turn_key(text: str) -> str:
 
 def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
-    from retrieval.pipeline import has_retriever
+    from retrieval.pipeline import cached_retriever
 
-    return has_retriever(settings_for(data, settings), data.key)
+    kept = cached_retriever(settings_for(data, settings), data.key)
+    # a retriever whose dense store never opened (the store went away mid-build) is not ready: the Data tab resumes
+    return kept is not None and (data.key is None or kept.dense is not None)
 
 
 # ------------------------------------------------------------------------------------------------ jobs

@@ -66,17 +66,42 @@ def where(settings: Settings) -> str:
     )
 
 
+# A read of the listing (not a write) waits for the store at most this long, then uses the last listing this
+# process got from it: a frozen server must not hold a turn for the HTTP client's 30 s (retrieval.store_calls).
+LIST_WAIT_S = 3.0
+_LAST_LISTING: dict[tuple, list] = {}
+
+
+def _listing(settings: Settings, writing: bool) -> list:
+    key = (settings.chroma_host, settings.chroma_port) if settings.chroma_host else (settings.chroma_path,)
+    if writing:  # a change is decided on what the store holds now, however long it takes to answer
+        collections = client_for(settings).list_collections()
+        _LAST_LISTING[key] = collections
+        return collections
+    from retrieval import store_calls
+
+    done, collections = store_calls.bounded(("list", key), lambda: client_for(settings).list_collections(), LIST_WAIT_S)
+    if done:
+        _LAST_LISTING[key] = collections
+        return collections
+    if key in _LAST_LISTING:
+        log.warning("%s did not answer within %g s: using its last listing", where(settings), LIST_WAIT_S)
+        return _LAST_LISTING[key]
+    raise TimeoutError(f"no answer within {LIST_WAIT_S:g} s")
+
+
 def records(settings: Settings, *, writing: bool = False) -> list[dict[str, Any]]:
     """The metadata of every corpus record in the store (``ready`` ones; with ``writing`` also those being written),
-    oldest first.
+    oldest first. A read that the store does not answer within ``LIST_WAIT_S`` gets the last listing this process
+    had of it (``writing``: always the store's own answer).
 
     Raises:
         StoreUnavailable: the store cannot be listed (the message says which store and why).
     """
     try:
-        collections = client_for(settings).list_collections()
+        collections = _listing(settings, writing)
     except Exception as exc:
-        raise StoreUnavailable(f"{where(settings)} cannot be listed ({type(exc).__name__}: {exc})") from exc
+        raise StoreUnavailable(f"{where(settings)} is unreachable ({type(exc).__name__}: {exc})") from exc
     rows = []
     for col in collections:
         meta = dict(getattr(col, "metadata", None) or {})

@@ -648,6 +648,7 @@ class DenseBranch:
         self.error = ""
         self._progress = progress
         self._lock = threading.Lock()
+        self.resume_in_turn = True  # False (a corpus of the Data tab): a turn never embeds, see ``ensure``
         self.connect()
 
     def connect(self) -> None:
@@ -691,12 +692,22 @@ class DenseBranch:
             log.error("dense branch unavailable: %s", self.error)
 
     def ensure(self) -> DenseStore | None:
-        """The store, reconnecting first if an earlier attempt failed."""
+        """The store, reconnecting first if an earlier attempt failed. Without ``resume_in_turn`` a reconnect opens
+        only a complete collection: one the store kept half-written (it went away mid-build) is left to the Data tab
+        or the CLI to resume, and the turn answers without the dense branch, saying so."""
         if self.store is None:
             with self._lock:
-                if self.store is None:
+                if self.store is None and (self.resume_in_turn or self._complete()):
                     self.connect()
         return self.store
+
+    def _complete(self) -> bool:
+        from retrieval.dense_complete import complete_or_why
+
+        why = complete_or_why(self.chunks, self.embedder, self.settings, self.attach)
+        if why:
+            self.error = why
+        return not why
 
     def embed_query(self, query: str, cache: LRU) -> Stage:
         if self.embedder is None:
