@@ -281,9 +281,10 @@ class Registry(_Changes):
         found = next((e for e in entries if e.name == wanted), None) or (_by_path(wanted, entries) if paths else None)
         if found is not None:
             return found
-        if self.store_error and wanted != SHIPPED:  # not "deleted": the store did not answer
+        away = self.store_error or corpus_store.unreachable(self.settings)
+        if away and wanted != SHIPPED:  # not "deleted": the store did not answer
             raise ValueError(
-                f"corpus {wanted[:80]!r} cannot be opened now: {self.store_error}. Nothing was deleted; try again "
+                f"corpus {wanted[:80]!r} cannot be opened now: {away}. Nothing was deleted; try again "
                 f"once the store answers ({SHIPPED!r}, the shipped cards, works meanwhile)."
             )
         names = ", ".join(e.name for e in entries)

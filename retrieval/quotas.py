@@ -55,7 +55,7 @@ def last_opened(row: dict[str, Any]) -> float:
         return 0.0
 
 
-def touch(settings: Settings, row_or_entry: Any) -> None:
+def touch(settings: Settings, row_or_entry: Any, *, wait: bool = False) -> None:
     """Record that a corpus uploaded or attached from the page was opened now (at most once per TOUCH_EVERY_S per
     process); a store that cannot be written is left as it is."""
     origin = getattr(row_or_entry, "origin", None) or (
@@ -69,12 +69,20 @@ def touch(settings: Settings, row_or_entry: Any) -> None:
         if now - _TOUCHED.get(key, 0.0) < TOUCH_EVERY_S:
             return
         _TOUCHED[key] = now
-    try:
-        corpus_store.update(settings, str(name), opened=now)
-    except Exception as exc:  # deleted meanwhile, or the store is away: the next opening tries again
-        log.info("could not record the opening of %s: %s", name, exc)
-        with _TOUCH_LOCK:
-            _TOUCHED.pop(key, None)
+    from retrieval import store_calls
+
+    def write() -> None:
+        try:
+            corpus_store.update(settings, str(name), opened=now)
+        except Exception as exc:  # deleted meanwhile, or the store is away: the next opening tries again
+            log.info("could not record the opening of %s: %s", name, exc)
+            with _TOUCH_LOCK:
+                _TOUCHED.pop(key, None)
+
+    if wait:
+        write()
+    else:  # in the background: a turn never waits on a store that does not answer
+        store_calls.later(("opened", *key), write)
 
 
 def check_own(settings: Settings, rows: list[dict[str, Any]], owner_hash: str, client_hash: str) -> None:

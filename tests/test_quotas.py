@@ -82,7 +82,7 @@ def test_opening_a_corpus_keeps_it(tmp_path, monkeypatch):
     for name in ("used", "unused"):
         corpus_store.update(settings, name, opened=time.time() - 48 * 3600)
     monkeypatch.setattr(quotas, "_TOUCHED", {})
-    quotas.touch(settings, registry.get("used"))  # someone opened it (the Data tab's Open, a turn)
+    quotas.touch(settings, registry.get("used"), wait=True)  # someone opened it (the Data tab's Open, a turn)
     _add(registry, tmp_path, "new", "token-c")
     assert {e.name for e in registry.entries()} == {"shipped", "used", "new"}
 

@@ -124,10 +124,11 @@ def test_new_sessions_sending_large_values_leave_no_memory_behind(app):
 def _heavy_index(url: str) -> int:
     with urllib.request.urlopen(f"{url}config", timeout=30) as response:
         config = json.load(response)
-    for dep in config["dependencies"]:
-        if dep.get("concurrency_id") == "heavy" and len(dep.get("inputs", [])) == 4:  # the Evaluation tab's Show
+    show = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "eval-run")
+    for dep in config["dependencies"]:  # the Evaluation tab's Show: a heavy job (one queue of one for the app)
+        if [show, "click"] in [list(t) for t in dep.get("targets", [])] and len(dep.get("inputs", [])) == 4:
             return int(dep["id"])
-    raise AssertionError("no heavy event with 4 inputs in the config")
+    raise AssertionError("no Show event in the config")
 
 
 def _show(app, session: str) -> int:
