@@ -221,7 +221,10 @@ def poll(pending: str | None, current: str | None) -> tuple:
             gr.Timer(active=False),
         )
     return (
-        _message(f"Indexing {pending} {snap['status']}: {snap['error']}"),
+        _message(
+            f"Indexing {pending} {snap['status']} at {snap['done']:,} of {snap['total']:,}: {snap['error']}. "
+            "What was embedded is kept: press Open to resume."
+        ),
         progress_html(snap),
         current,
         None,
