@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -704,7 +705,10 @@ class DenseBranch:
     def _complete(self) -> bool:
         from retrieval.dense_complete import complete_or_why
 
-        why = complete_or_why(self.chunks, self.embedder, self.settings, self.attach)
+        s = self.settings
+        where = f"the Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
+        client = partial(chroma_client, host=s.chroma_host, port=s.chroma_port, path=s.chroma_path)
+        why = complete_or_why(self.chunks, self.embedder, client, len(stored_rows(self.chunks)), where, self.attach)
         if why:
             self.error = why
         return not why

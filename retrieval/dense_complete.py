@@ -3,37 +3,37 @@ that was away, so that it opens a finished collection and never resumes a build 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from retrieval.corpus import fingerprint
-from retrieval.settings import Settings
 from retrieval.types import Chunk
 
 
-def complete_or_why(chunks: Sequence[Chunk], embedder, settings: Settings, attach: str | None = None) -> str:
-    """ "" if the store holds the complete dense collection of ``chunks`` for ``embedder`` (or it is an attached
-    collection, opened as it is), else why not, in words a page can show."""
+def complete_or_why(
+    chunks: Sequence[Chunk],
+    embedder: Any,
+    client: Callable[[], Any],
+    stored: int,
+    where: str,
+    attach: str | None = None,
+) -> str:
+    """ "" if the store (``client()``) holds the complete dense collection of ``chunks`` for ``embedder`` (``stored``
+    rows: one per distinct text), or it is an attached collection (opened as it is); else why not, in words a page
+    can show."""
     if attach or embedder is None:
         return ""
-    from retrieval import corpus_store
-    from retrieval.dense import stored_rows
-
-    want = len(stored_rows(chunks))
     try:
-        count = (
-            corpus_store.client_for(settings)
-            .get_collection(f"chunks-{fingerprint(list(chunks), embedder.name)}")
-            .count()
-        )
+        count = client().get_collection(f"chunks-{fingerprint(list(chunks), embedder.name)}").count()
     except Exception as exc:  # not there at all, or the store is away: either way nothing is embedded in a turn
         return (
-            f"the dense index of this corpus is not in {corpus_store.where(settings)} ({type(exc).__name__}: "
-            f"{str(exc)[:160]}); open the corpus in the Data tab (or run `python -m retrieval index`) to build it"
+            f"the dense index of this corpus is not in {where} ({type(exc).__name__}: {str(exc)[:160]}); open the "
+            "corpus in the Data tab (or run `python -m retrieval index`) to build it"
         )
-    if count == want:
+    if count == stored:
         return ""
     return (
-        f"the dense index of this corpus is incomplete in {corpus_store.where(settings)} ({count:,} of {want:,} "
-        "sub-chunks: the store went away while it was built); open the corpus in the Data tab (or run "
-        "`python -m retrieval index`) to resume it"
+        f"the dense index of this corpus is incomplete in {where} ({count:,} of {stored:,} sub-chunks: the store "
+        "went away while it was built); open the corpus in the Data tab (or run `python -m retrieval index`) to "
+        "resume it"
     )

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from retrieval import corpus_store
-from retrieval.corpora import Registry, collection_names, is_ready, start_index, turn_corpus
+from retrieval.corpora import Registry, collection_names, is_ready, retriever_for, start_index, turn_corpus
 from retrieval.formats import Limits
 from retrieval.settings import Settings
 from tests.chroma_server import ChromaServer
@@ -109,8 +109,11 @@ def test_a_restart_mid_build_leaves_the_corpus_not_ready_and_only_the_job_resume
     kept = client.get_collection(name).count()
     with pytest.raises(ValueError, match="Data tab"):
         turn_corpus("big", s)  # a turn refuses it instead of resuming the build inside the turn
+    half = retriever_for(data, s)  # the retriever the failed job left, as a turn that did not check would get it
+    result = half.retrieve("pump model check", s)
+    assert result.hybrid_path == "bm25_only" and "incomplete" in result.reason, result.reason
     time.sleep(1)
-    assert client.get_collection(name).count() == kept  # and nothing was embedded meanwhile
+    assert client.get_collection(name).count() == kept  # nothing was embedded in a turn
     again = start_index(registry.open("big"), s)  # the Data tab's Open (or the CLI): resumes
     snap = again.wait(900)
     assert snap["status"] == "done" and (again.first_done or 0) == kept, snap  # from what the store kept
