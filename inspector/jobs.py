@@ -11,6 +11,7 @@ and disconnected) stops the same way (``guard.listening``), and a session may qu
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import gradio as gr
 
 from inspector import guard, handlers
+
+log = logging.getLogger(__name__)
 
 # One queue for every heavy job: ``concurrency_id`` shared, at most one running in the whole app.
 HEAVY = dict(concurrency_id="heavy", concurrency_limit=1)
@@ -59,6 +62,9 @@ def ticker(flag: threading.Event, progress: Any = None) -> Callable[[int, int, s
     def tick(done: int, total: int, label: str) -> None:
         if not flag.is_set() and not guard.listening(_SESSION_OF.get(flag)):
             flag.set()  # no page or result stream of its session is open: no one would see the result
+            log.warning(
+                "heavy job of session %s stopped at %s: no one listens for its result", _SESSION_OF.get(flag), label
+            )
         if flag.is_set():
             raise JobCancelled(label)
         if progress is not None:
