@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import session_memory  # noqa: E402
+import session_memory
 
 LIVE_SHIPPED = "live:shipped"
 CONFIGS = ["bm25", "dense", "rrf", "full"]
