@@ -122,6 +122,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--kb", type=int, default=200, help="size of each session's turn in KB")
     parser.add_argument("--warm", type=int, default=5, help="sessions sent first, not measured")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --sessions sessions, each measured")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from tests.app_server import SHIPPED, AppServer
@@ -131,6 +132,12 @@ def main() -> int:
     try:
         load = os.getloadavg()[0]
         result = measure(app.url, app.proc.pid, args.sessions, args.kb, idle_s=12, warm=args.warm)
+        # RSS is a high-water mark (the allocator keeps freed memory): a leak grows it again in every round, memory
+        # that is freed and reused does not
+        result["later_rounds_kept_per_session_mb"] = [
+            measure(app.url, app.proc.pid, args.sessions, args.kb, idle_s=12)["kept_per_session_mb"]
+            for _ in range(args.rounds - 1)
+        ]
     finally:
         app.stop()
     result.update(load_1min=round(load, 1), cpus=os.cpu_count(), date=time.strftime("%Y-%m-%d %H:%M UTC"))
