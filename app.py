@@ -74,6 +74,10 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     app = build_app()
+    # uvicorn reads the proxies it trusts from here when launch() starts it; by default it would trust 127.0.0.1
+    from inspector.guard import forwarded_allow_ips
+
+    os.environ["FORWARDED_ALLOW_IPS"] = forwarded_allow_ips(handlers.base_settings().trusted_proxies)
     try:
         app.launch(server_name=host, server_port=port, share=False, **launch_options())
     except OSError as exc:  # taken by someone else during the warm-up

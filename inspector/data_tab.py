@@ -18,7 +18,8 @@ from typing import Any
 import gradio as gr
 
 from inspector import handlers, render, uploads
-from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, start_index
+from retrieval import quotas
+from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, owner_hash, start_index
 from retrieval.encoders import BUNDLED_EMBEDDERS
 from retrieval.formats import Limits, LoadError
 
@@ -85,6 +86,7 @@ def active_html(name: str | None) -> str:
 def _begin(name: str, current: str | None) -> tuple:
     """Load (validate) a corpus and start or join its indexing job; switch at once if it is ready."""
     data = _registry().open(name)
+    quotas.touch(_settings(), data.entry)  # opened: an upload no one opens for UPLOAD_IDLE_HOURS may give its place up
     if data.key is None or is_ready(data, _settings()):
         return (
             _message(f"Active corpus: {data.entry.label()}.", "info"),
@@ -122,7 +124,9 @@ def open_corpus(name: str | None, current: str | None) -> tuple:
         )
 
 
-def upload_corpus(file: Any, name: str | None, current: str | None, token: str | None = None) -> tuple:
+def upload_corpus(
+    file: Any, name: str | None, current: str | None, token: str | None = None, request: gr.Request | None = None
+) -> tuple:
     """Validate and register an uploaded file, then index it: (message, progress, corpus, pending, timer, picker,
     upload box emptied for the next file, the session's owner token). A file that does not validate changes nothing
     (the active corpus stays).
@@ -130,10 +134,11 @@ def upload_corpus(file: Any, name: str | None, current: str | None, token: str |
     The session's owner token (a secret made on its first upload, kept in its state, never shown) is stored hashed
     with the corpus: only this session may delete it (or change its refusal text) from the page."""
     token = token or secrets.token_urlsafe(24)
-    return (*_upload(file, name, current, token), gr.File(value=None), token)
+    address = getattr(getattr(request, "client", None), "host", None)
+    return (*_upload(file, name, current, token, address), gr.File(value=None), token)
 
 
-def _upload(file: Any, name: str | None, current: str | None, token: str) -> tuple:
+def _upload(file: Any, name: str | None, current: str | None, token: str, address: str | None = None) -> tuple:
     path = getattr(file, "name", file)
     keep_picker = gr.Dropdown()
     if not path:
@@ -175,7 +180,9 @@ def _upload(file: Any, name: str | None, current: str | None, token: str) -> tup
             keep_picker,
         )
     try:
-        data, new = _registry().add(path, (name or "").strip() or None, display=shown, copy=True, owner=token)
+        data, new = _registry().add(
+            path, (name or "").strip() or None, display=shown, copy=True, owner=token, address=address
+        )
     except (LoadError, ValueError) as exc:
         return _message(str(exc)), progress_html(None), current, None, gr.Timer(active=False), keep_picker
     except Exception as exc:
@@ -225,7 +232,10 @@ def poll(pending: str | None, current: str | None) -> tuple:
             gr.Timer(active=False),
         )
     return (
-        _message(f"Indexing {pending} {snap['status']}: {snap['error']}"),
+        _message(
+            f"Indexing {pending} {snap['status']} at {snap['done']:,} of {snap['total']:,}: {snap['error']}. "
+            "What was embedded is kept: press Open to resume."
+        ),
         progress_html(snap),
         current,
         None,
@@ -269,6 +279,8 @@ def attachable_choices() -> list[str]:
     """The store's collections made elsewhere, for the Attach picker (none if the store cannot be listed)."""
     from retrieval.attach import attachable
 
+    if quotas.attach_refusal(_settings()):
+        return []
     try:
         return attachable(_settings())
     except Exception as exc:
@@ -286,6 +298,9 @@ def attach_collection(
     token = token or secrets.token_urlsafe(24)
     keep = (progress_html(None), current, None, gr.Timer(active=False), gr.Dropdown(), token)
     try:
+        refused = quotas.attach_refusal(_settings())
+        if refused:
+            raise ValueError(refused)
         if not collection:
             raise ValueError("Pick a collection of the store to attach.")
         if model and model not in handlers.model_choices():  # a name or path a client sent: never loaded
@@ -294,6 +309,7 @@ def attach_collection(
                 f"{', '.join(handlers.model_choices())}."
             )
         settings = _settings().replace(embedding_model=model) if model else _settings()
+        quotas.check_own(settings, _registry()._records(strict=True), owner_hash(token), "")
         data, new = attach(settings, collection, text_field=(text_field or "").strip(), owner=token)
     except (LoadError, ValueError) as exc:
         return (_message(str(exc)), *keep)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import hashlib
 import inspect
 import itertools
 import json
@@ -388,7 +389,7 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
 _NEWEST: dict[str, float] = {}
 # What the newest turn of each session searched (its query, controls and corpus): the details event that follows a
 # streamed turn fills the page below the columns only for that turn (``newest_details``).
-_NEWEST_TURN: dict[str, tuple[str, ...]] = {}
+_NEWEST_TURN: dict[str, str] = {}
 # Steps an older turn yielded before the newer one arrived, not yet handed to the page: Gradio sends a yielded
 # step, then asks the stream for the next, so a step counts until its stream resumes (or is closed). A newer turn
 # waits for them before its own steps, so the page never receives an older step after a newer one (the race seen
@@ -408,12 +409,16 @@ def unchanged_columns() -> tuple[Any, ...]:
     return tuple(gr.skip() for _ in COLUMNS)
 
 
-def _turn_key(values: tuple[Any, ...] | list[Any], explained: bool) -> tuple[str, ...]:
-    """(query, every control, corpus) of a page event's ``values``: ``stream_turn``'s (query, controls, corpus) or,
-    ``explained``, ``stream_rerun``'s and ``turn_details``' (query, controls, explained sub-chunk, corpus)."""
+def _turn_key(values: tuple[Any, ...] | list[Any], explained: bool) -> str:
+    """A digest of (query, every control, corpus) of a page event's ``values``: ``stream_turn``'s (query, controls,
+    corpus) or, ``explained``, ``stream_rerun``'s and ``turn_details``' (query, controls, explained sub-chunk,
+    corpus). A digest, not the values: what a client sent (a turn of megabytes, refused as too long) is never kept."""
     n = len(CONTROLS) + 1
     tail = values[n + 1 :] if explained else values[n:]
-    return tuple(repr(v) for v in (*values[:n], *tail))
+    digest = hashlib.sha256()
+    for value in (*values[:n], *tail):
+        digest.update(repr(value).encode("utf-8", "surrogatepass") + b"\x00")
+    return digest.hexdigest()
 
 
 def newest_only(stream: Any, explained: bool = False) -> Any:

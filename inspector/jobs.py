@@ -4,24 +4,29 @@ Every heavy job runs under one limit for the whole app (``HEAVY``: one Gradio qu
 waiting sees their place in that line (Gradio's queue status on the outputs: "queue: 2/3"). A running job checks
 its session's cancel flag after every turn (``ticker``) and stops: the page's Cancel button sets it (``cancel``),
 and so does the page going away (``end_session``, Gradio's ``unload``), so an abandoned job frees the slot within a
-turn instead of running to its end.
+turn instead of running to its end. A job whose session has no open page or result stream (a script that queued it
+and disconnected) stops the same way (``guard.listening``), and a session may queue at most one (``guard``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import gradio as gr
 
-from inspector import handlers
+from inspector import guard, handlers
+
+log = logging.getLogger(__name__)
 
 # One queue for every heavy job: ``concurrency_id`` shared, at most one running in the whole app.
 HEAVY: dict[str, Any] = dict(concurrency_id="heavy", concurrency_limit=1)
 
 _RUNNING: dict[str | None, list[threading.Event]] = {}  # session -> the cancel flags of its running jobs
+_SESSION_OF: dict[threading.Event, str | None] = {}  # a running job's cancel flag -> its session
 _LOCK = threading.Lock()
 
 
@@ -37,10 +42,12 @@ def running(session: str | None = None) -> Iterator[threading.Event]:
     flag = threading.Event()
     with _LOCK:
         _RUNNING.setdefault(session, []).append(flag)
+        _SESSION_OF[flag] = session
     try:
         yield flag
     finally:
         with _LOCK:
+            _SESSION_OF.pop(flag, None)
             flags = _RUNNING.get(session, [])
             if flag in flags:
                 flags.remove(flag)
@@ -53,6 +60,11 @@ def ticker(flag: threading.Event, progress: Any = None) -> Callable[[int, int, s
     moves the page's progress bar (``gr.Progress``) when there is one."""
 
     def tick(done: int, total: int, label: str) -> None:
+        if not flag.is_set() and not guard.listening(_SESSION_OF.get(flag)):
+            flag.set()  # no page or result stream of its session is open: no one would see the result
+            log.warning(
+                "heavy job of session %s stopped at %s: no one listens for its result", _SESSION_OF.get(flag), label
+            )
         if flag.is_set():
             raise JobCancelled(label)
         if progress is not None:

@@ -21,6 +21,7 @@ from inspector import (
     corpus_words,
     data_tab,
     exercise_tab,
+    guard,
     handlers,
     jobs,
     map_view,
@@ -69,6 +70,9 @@ class RefuseUploads:
 
             response = PlainTextResponse("This app takes no file uploads.", status_code=403)
             await response(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            await guard.guarded(self.app, scope, receive, send)  # bounded bodies, listeners, one heavy job each
             return
         await self.app(scope, receive, send)
 
@@ -125,6 +129,8 @@ def build_app() -> gr.Blocks:
         app.unload(handlers.end_session)  # the page closed: its exports go with it
         app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
         app.unload(why_view.end_session)  # and the card it picked to judge
+        for forget in (handlers.end_session, jobs.end_session, why_view.end_session):
+            guard.on_expire(forget)  # the same for a session that never opened a page and went quiet
     return app
 
 

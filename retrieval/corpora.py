@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import calibration_jobs, corpus_store
+from retrieval import calibration_jobs, corpus_store, quotas
 from retrieval.calibration_jobs import CalibrationJob, calibrate_on_index
 from retrieval.context import REFUSAL
 from retrieval.corpus import (
@@ -187,11 +187,15 @@ class _Changes:
                 if not entry.owner
                 else "uploaded or attached from another browser session"
             )
+            act = "delete it" if what == "be deleted" else what
             raise ValueError(
-                f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the "
-                f"page (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)"
-                if what == "be deleted"
-                else f"{entry.name!r} was {how}: only the session that uploaded a corpus can {what} from the page."
+                f"{entry.name!r} was {how}: only the browser session that uploaded or attached a corpus may {act} "
+                "from the page"
+                + (
+                    f" (the machine's owner can, with `python -m retrieval index --delete {entry.name}`)."
+                    if what == "be deleted"
+                    else "."
+                )
             )
         return entry
 
@@ -287,10 +291,14 @@ class Registry(_Changes):
         found = next((e for e in entries if e.name == wanted), None) or (_by_path(wanted, entries) if paths else None)
         if found is not None:
             return found
+        away = self.store_error or corpus_store.unreachable(self.settings)
+        if away and wanted != SHIPPED:  # not "deleted": the store did not answer
+            raise ValueError(
+                f"corpus {wanted[:80]!r} cannot be opened now: {away}. Nothing was deleted; try again "
+                f"once the store answers ({SHIPPED!r}, the shipped cards, works meanwhile)."
+            )
         names = ", ".join(e.name for e in entries)
-        gone = " If it was listed before, it has been deleted (perhaps from another page or app process)." + (
-            f" The store is unreachable: {self.store_error}." if self.store_error else ""
-        )
+        gone = " If it was listed before, it has been deleted (perhaps from another page or app process)."
         if not paths:
             raise ValueError(
                 f"no corpus named {wanted[:80]!r}: choose one of {names} (the Data tab lists them; "
@@ -369,10 +377,13 @@ class Registry(_Changes):
         display: str | None = None,
         copy: bool = False,
         owner: str | None = None,
+        address: str | None = None,
     ) -> tuple[CorpusData, bool]:
         """Validate a file or folder and keep its cards and labeled turns in the store. ``copy``: it is an upload
         from the page (its temporary file is read, nothing of it is kept on disk), deletable from the page only by
         the session holding ``owner`` (a secret token); otherwise the CLI indexed it and the page never deletes it.
+        ``address``: the page's client address; an upload counts against its session's and its address's share of
+        the store, and a full store first deletes the page's corpora no one opened for a while (``retrieval.quotas``).
 
         Returns the loaded corpus and whether it was new (False: the same cards and labeled turns are in the store
         already, and that corpus, with its dense collections, is reused). A file that does not validate changes nothing.
@@ -393,13 +404,19 @@ class Registry(_Changes):
                     same = self.load(entry_of(row))
                     if same.queries == tuple(loaded.queries):  # the same cards with other labeled turns are new
                         return dataclasses.replace(same, notes=loaded.notes), False
-            if len(rows) >= self.limits.max_corpora:
-                raise LoadError(
-                    [
-                        f"{shown}: this app already keeps {len(rows)} corpora, its limit (MAX_CORPORA="
-                        f"{self.limits.max_corpora}); delete one in the Data tab first."
-                    ]
-                )
+            try:
+                if copy:
+                    quotas.check_own(self.settings, rows, owner_hash(owner), quotas.address_hash(address))
+                if len(rows) >= self.limits.max_corpora:
+                    rows = quotas.make_room(
+                        self.settings,
+                        rows,
+                        self.limits.max_corpora,
+                        lambda row: delete_corpus(self, entry_of(row)),
+                        owner_hash(owner) if copy else "",
+                    )
+            except quotas.QuotaError as exc:
+                raise LoadError([f"{shown}: {exc}"]) from None
             taken = {SHIPPED, *(e.name for e in beir_folders(self.data_root, []))}
             meta = {
                 "format": loaded.format,
@@ -410,6 +427,8 @@ class Registry(_Changes):
                 "added": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 "origin": "page" if copy else "cli",
                 "owner": owner_hash(owner) if copy else "",
+                "client": quotas.address_hash(address) if copy else "",
+                "opened": time.time(),
                 "refusal": "",
                 "source": "" if copy else str(path.resolve()),
                 "model": _canonical(self.settings.embedding_model),
@@ -703,6 +722,8 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
     attach = data.entry.collection if data.entry.kind == "attached" else None
+    if progress is not None:  # an indexing job (the Data tab, the CLI): the one place a build starts or resumes
+        _drop_half_built(data, settings)
     retriever = get_retriever(
         settings_for(data, settings),
         progress=progress,
@@ -717,13 +738,29 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
 
         retriever.ood_covered = ood_examples.covered(retriever)
     if now - getattr(retriever, "calibration_read_at", -CALIBRATION_REREAD_S) >= CALIBRATION_REREAD_S:
-        from retrieval import calibration
+        from retrieval import calibration, store_calls
 
-        stored = calibration.load(settings_for(data, settings), data.chunks)
-        if stored is not None:  # (an unreadable store keeps what this process has)
+        try:  # a store that does not answer at once keeps what this process has; read again at the next turn
+            done, stored = store_calls.bounded(
+                ("calibration", data.key), lambda: calibration.load(settings_for(data, settings), data.chunks), 1.0
+            )
+        except Exception:  # (an unreadable store keeps what this process has)
+            done, stored = True, None
+        if stored is not None:
             retriever.calibration = stored
-        retriever.calibration_read_at = now
+        if done:
+            retriever.calibration_read_at = now
     return retriever
+
+
+def _drop_half_built(data: CorpusData, settings: Settings) -> None:
+    """Forget this process's retriever over ``data`` if its dense store never opened (the store went away while
+    it was being built): the job about to run builds it again, resuming from what the store kept."""
+    from retrieval.pipeline import cached_retriever
+
+    kept = cached_retriever(settings_for(data, settings), data.key)
+    if kept is not None and kept.dense is None:
+        forget_retrievers(data.key or "")
 
 
 def open_for_turns(name: str | None, settings: Settings):
@@ -744,6 +781,7 @@ def turn_corpus(name: str | None, settings: Settings):
     if not name or name == SHIPPED:
         return get_retriever(settings), shipped_refusal(settings.corpus_path)
     data = Registry(settings).open(name)
+    quotas.touch(settings, data.entry)
     if not is_ready(data, settings) and not is_indexed(data, settings):
         raise ValueError(
             f"corpus {name!r} is not indexed for {settings.embedding_model} in this app yet: open it "
@@ -786,9 +824,11 @@ def turn_key(text: str) -> str:
 
 def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
-    from retrieval.pipeline import has_retriever
+    from retrieval.pipeline import cached_retriever
 
-    return has_retriever(settings_for(data, settings), data.key)
+    kept = cached_retriever(settings_for(data, settings), data.key)
+    # a retriever whose dense store never opened (the store went away mid-build) is not ready: the Data tab resumes
+    return kept is not None and (data.key is None or kept.dense is not None)
 
 
 # ------------------------------------------------------------------------------------------------ jobs

@@ -68,17 +68,54 @@ def where(settings: Settings) -> str:
     )
 
 
+# A read of the listing (not a write) waits for the store at most this long, then uses the last listing this
+# process got from it: a frozen server must not hold a turn for the HTTP client's 30 s (retrieval.store_calls).
+LIST_WAIT_S = 3.0
+FIRST_LIST_WAIT_S = 15.0
+_LAST_LISTING: dict[tuple, list] = {}
+_STALE: dict[tuple, str] = {}  # the stores whose last read of the listing was answered from _LAST_LISTING: why
+
+
+def unreachable(settings: Settings) -> str:
+    """Why the last read of this store's listing used the listing kept from before ("" if the store answered)."""
+    return _STALE.get(
+        (settings.chroma_host, settings.chroma_port) if settings.chroma_host else (settings.chroma_path,), ""
+    )
+
+
+def _listing(settings: Settings, writing: bool) -> list:
+    key = (settings.chroma_host, settings.chroma_port) if settings.chroma_host else (settings.chroma_path,)
+    if writing or not settings.chroma_host:  # a change is decided on what the store holds now; an embedded store
+        collections = client_for(settings).list_collections()  # is this process's own files (it opens slowly once)
+        _LAST_LISTING[key] = collections
+        return collections
+    from retrieval import store_calls
+
+    wait = LIST_WAIT_S if key in _LAST_LISTING else FIRST_LIST_WAIT_S  # the first: the client is made, chromadb loads
+    done, collections = store_calls.bounded(("list", key), lambda: client_for(settings).list_collections(), wait)
+    if done:
+        _LAST_LISTING[key] = collections
+        _STALE.pop(key, None)
+        return collections
+    if key in _LAST_LISTING:
+        _STALE[key] = f"{where(settings)} is unreachable (no answer within {LIST_WAIT_S:g} s)"
+        log.warning("%s: using its last listing", _STALE[key])
+        return _LAST_LISTING[key]
+    raise TimeoutError(f"no answer within {wait:g} s")
+
+
 def records(settings: Settings, *, writing: bool = False) -> list[dict[str, Any]]:
     """The metadata of every corpus record in the store (``ready`` ones; with ``writing`` also those being written),
-    oldest first.
+    oldest first. A read that the store does not answer within ``LIST_WAIT_S`` gets the last listing this process
+    had of it (``writing``: always the store's own answer).
 
     Raises:
         StoreUnavailable: the store cannot be listed (the message says which store and why).
     """
     try:
-        collections = client_for(settings).list_collections()
+        collections = _listing(settings, writing)
     except Exception as exc:
-        raise StoreUnavailable(f"{where(settings)} cannot be listed ({type(exc).__name__}: {exc})") from exc
+        raise StoreUnavailable(f"{where(settings)} is unreachable ({type(exc).__name__}: {exc})") from exc
     rows = []
     for col in collections:
         meta = dict(getattr(col, "metadata", None) or {})

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -627,6 +628,7 @@ class DenseBranch:
         self.error = ""
         self._progress = progress
         self._lock = threading.Lock()
+        self.resume_in_turn = True  # False (a corpus of the Data tab): a turn never embeds, see ``ensure``
         self.connect()
 
     def connect(self) -> None:
@@ -670,12 +672,25 @@ class DenseBranch:
             log.error("dense branch unavailable: %s", self.error)
 
     def ensure(self) -> DenseStore | None:
-        """The store, reconnecting first if an earlier attempt failed."""
+        """The store, reconnecting first if an earlier attempt failed. Without ``resume_in_turn`` a reconnect opens
+        only a complete collection: one the store kept half-written (it went away mid-build) is left to the Data tab
+        or the CLI to resume, and the turn answers without the dense branch, saying so."""
         if self.store is None:
             with self._lock:
-                if self.store is None:
+                if self.store is None and (self.resume_in_turn or self._complete()):
                     self.connect()
         return self.store
+
+    def _complete(self) -> bool:
+        from retrieval.dense_complete import complete_or_why
+
+        s = self.settings
+        where = f"the Chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else f"Chroma at {s.chroma_path}"
+        client = partial(chroma_client, host=s.chroma_host, port=s.chroma_port, path=s.chroma_path)
+        why = complete_or_why(self.chunks, self.embedder, client, len(stored_rows(self.chunks)), where, self.attach)
+        if why:
+            self.error = why
+        return not why
 
     def embed_query(self, query: str, cache: LRU) -> Stage:
         if self.embedder is None:

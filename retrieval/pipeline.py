@@ -572,6 +572,12 @@ def has_retriever(settings: Settings, corpus_key: str | None = None) -> bool:
         return retriever_key(settings, corpus_key) in _RETRIEVERS
 
 
+def cached_retriever(settings: Settings, corpus_key: str | None = None) -> HybridRetriever | None:
+    """The retriever for these index-level settings (and corpus) if this process has built it, else None."""
+    with _RETRIEVERS_LOCK:
+        return _RETRIEVERS.get(retriever_key(settings, corpus_key))
+
+
 def get_retriever(
     settings: Settings | None = None,
     progress: Progress | None = None,
@@ -604,6 +610,8 @@ def get_retriever(
                 _RETRIEVERS.move_to_end(key)
                 return _RETRIEVERS[key]
         retriever = HybridRetriever(s, chunks=chunks, progress=progress, cancel=cancel, attach=attach)
+        # a corpus's build starts or resumes in its indexing job only: a turn reconnects to a complete store
+        retriever.dense_branch.resume_in_turn = corpus_key is None
         with _RETRIEVERS_LOCK:
             _RETRIEVERS[key] = retriever
             _BUILDING.pop(key, None)

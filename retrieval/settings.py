@@ -182,6 +182,22 @@ class Settings:
             (not the shipped cards); calibrate a corpus in the background once indexed (``retrieval.calibration``).
         data_dir: ``DATA_DIR``, the git-ignored folder for uploaded corpora and their registry (``data/``).
         data_root: ``DATA_ROOT``, where BEIR-layout folders are offered as corpora (default ``../shared/eval``).
+        trusted_proxies: ``TRUSTED_PROXIES``, the comma-separated addresses (or networks) of the reverse proxies
+            whose ``X-Forwarded-For`` names the client; unset, no proxy is trusted and the client is the address the
+            connection came from (the per-address bounds key on it).
+        corpora_per_session / corpora_per_address: ``CORPORA_PER_SESSION`` / ``CORPORA_PER_ADDRESS``, how many
+            corpora uploaded or attached from the page one browser session, and one client address, may keep.
+        upload_idle_hours: ``UPLOAD_IDLE_HOURS``, a corpus uploaded or attached from the page that no one opened
+            for this long is deleted when a new upload needs its place (0 = whenever one does).
+        max_request_kb: ``MAX_REQUEST_KB``, the largest request body the server reads (the upload route excepted:
+            MAX_UPLOAD_MB bounds it).
+        session_idle_s: ``SESSION_IDLE_S``, the state of a session with no open page (no heartbeat, no result
+            stream) and no request for this long is dropped.
+        listener_grace_s: ``LISTENER_GRACE_S``, a heavy job whose session has no open page or result stream for this
+            long stops.
+        attach_from_page: ``ATTACH_FROM_PAGE``, who may attach a collection made elsewhere from the page:
+            ``embedded`` (only when the store is this app's own folder, CHROMA_PATH; on a shared Chroma server,
+            the command line only), ``always``, or ``never``.
     """
 
     hybrid_enabled: bool = knob(True, "RETRIEVAL_HYBRID_ENABLED", "bool", label="Hybrid on (off = legacy dense only)")
@@ -269,10 +285,21 @@ class Settings:
     refusal_calibrate_on_index: bool = knob(True, "REFUSAL_CALIBRATE_ON_INDEX", "bool")
     data_dir: str = knob(str(PROJECT_ROOT / "data"), "DATA_DIR", "name")
     data_root: str = knob(str((PROJECT_ROOT.parent / "shared" / "eval").resolve()), "DATA_ROOT", "name")
+    # The server's bounds on what its visitors may use (docs/guides/deploying.md): not controls of the page.
+    trusted_proxies: str | None = knob(None, "TRUSTED_PROXIES", "optional_name")
+    corpora_per_session: int = knob(3, "CORPORA_PER_SESSION", "int", lo=1, hi=10_000)
+    corpora_per_address: int = knob(10, "CORPORA_PER_ADDRESS", "int", lo=1, hi=10_000)
+    upload_idle_hours: float = knob(168.0, "UPLOAD_IDLE_HOURS", "float", lo=0.0, hi=876_000.0)
+    max_request_kb: int = knob(256, "MAX_REQUEST_KB", "int", lo=16, hi=1_000_000)
+    session_idle_s: float = knob(600.0, "SESSION_IDLE_S", "float", lo=1.0, hi=604_800.0)
+    listener_grace_s: float = knob(5.0, "LISTENER_GRACE_S", "float", lo=0.5, hi=3600.0)
+    attach_from_page: str = knob("embedded", "ATTACH_FROM_PAGE", "choice", choices=("embedded", "always", "never"))
 
     def __post_init__(self) -> None:
         for spec in self.knobs().values():
             spec.check(getattr(self, spec.name))
+        if self.trusted_proxies is not None:
+            _check_proxies(self.trusted_proxies)
         if self.hybrid_enabled and self.bm25_weight == 0 and self.dense_weight == 0:
             raise ValueError(
                 "BM25_WEIGHT and DENSE_WEIGHT are both 0: fusion would score every candidate 0. "
@@ -367,7 +394,17 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}.")
     if not lo <= value <= hi:
-        raise ValueError(f"{name}={value} is out of range: allowed {lo} to {hi}.")
+        raise ValueError(f"{name}={_short(value)} is out of range: allowed {lo} to {hi}.")
+
+
+def _short(value: int) -> str:
+    """A whole number as a message shows it: 1e308 sent to a slider is "1e+308", not its 309 digits."""
+    if abs(value) < 10**15:
+        return str(value)
+    try:
+        return f"{float(value):.3g}"
+    except OverflowError:
+        return "a number of more than 300 digits"
 
 
 def _check_float(name: str, value: Any, lo: float, hi: float) -> None:
@@ -377,6 +414,19 @@ def _check_float(name: str, value: Any, lo: float, hi: float) -> None:
         raise ValueError(f"{name} must be a number from {lo} to {hi}, got {value!r}.")
     if not lo <= value <= hi:
         raise ValueError(f"{name}={value} is out of range: allowed {lo} to {hi}.")
+
+
+def _check_proxies(value: str) -> None:
+    import ipaddress
+
+    for part in (p.strip() for p in value.split(",")):
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"TRUSTED_PROXIES has {part!r}, not an address or network: give the proxies' addresses separated "
+                "by commas (e.g. 127.0.0.1 or 10.0.0.0/8), or leave it unset to trust none."
+            ) from None
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

@@ -74,7 +74,9 @@ http {{
             proxy_set_header Upgrade $http_upgrade;
             proxy_set_header Connection $connection_upgrade;
             proxy_set_header Host $host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            # the address nginx saw, replacing whatever the client sent: appending ($proxy_add_x_forwarded_for)
+            # would pass a forged first address on, and the apps key their per-address bounds on this header
+            proxy_set_header X-Forwarded-For $remote_addr;
             proxy_set_header X-Forwarded-Proto $scheme;
             proxy_buffering off;
             proxy_cache off;
@@ -158,6 +160,7 @@ class Deployment:
                 "DATA_DIR": str(self.work / "data"),
                 "CHROMA_PATH": str(self.work / "unused-local-chroma"),
                 "TMPDIR": str(folder / "tmp"),
+                "TRUSTED_PROXIES": "127.0.0.1",  # nginx, on the loopback: the one source of X-Forwarded-For
                 **self.extra,
             }
             app = AppServer(folder, SHIPPED, extra_env=env).start(timeout=900)

@@ -374,10 +374,11 @@ def test_the_number_of_corpora_kept_is_capped(registry_settings, tmp_path):
     data, _ = reg.add(first, copy=True)
     with pytest.raises(
         LoadError,
-        match=r"two.jsonl: this app already keeps 1 corpora, its limit \(MAX_CORPORA=1\); "
-        "delete one in the Data tab first",
-    ):
+        match=r"two.jsonl: this app already keeps 1 corpora, its limit \(MAX_CORPORA=1\): the next place frees up "
+        r"in about 7 days",
+    ) as full:
         reg.add(jsonl(tmp_path / "two.jsonl", [{**CARD, "id": "c9"}]), copy=True)
+    assert "delete one" not in str(full.value)  # this session uploaded none: it is not told to delete one
     assert reg.add(first, copy=True)[1] is False  # the same content: reused, not a new corpus
     reg.delete(data.entry.name)
     assert reg.add(tmp_path / "two.jsonl", copy=True)[1] is True

@@ -69,10 +69,12 @@ def test_only_the_uploading_session_deletes_from_the_page(page, tmp_path):
     token_b, _ = _upload(tmp_path, "other", None, rows=[{**CARDS[0], "id": "x1"}])
     assert token_b != token_a  # each session gets its own secret
     shown, corpus, _ = data_tab.delete("class-notes", "class-notes", token_b)
-    assert "uploaded or attached from another browser session" in shown and "only the session that uploaded" in shown
+    assert "uploaded or attached from another browser session" in shown
+    assert "only the browser session that uploaded or attached a corpus may delete it from the page" in shown
+    assert "a corpus can be deleted" not in shown  # the old sentence said a session "can be deleted"
     assert corpus == "class-notes" and "class-notes" in [e.name for e in Registry(page).entries()]
     shown, _, _ = data_tab.delete("class-notes", None, None)  # a session that never uploaded
-    assert "only the session that uploaded" in shown
+    assert "only the browser session that uploaded or attached a corpus may" in shown
     for other in ("shipped", "tiny"):
         shown, _, _ = data_tab.delete(other, None, token_a)
         assert "only corpora uploaded or indexed here can be deleted" in shown
@@ -144,7 +146,7 @@ def test_refusal_text_kept_with_the_corpus_and_used_by_its_turns(page, tmp_path)
     token, _ = _upload(tmp_path, "garden", None)
     assert Registry(page).get("garden").refusal == NEUTRAL_REFUSAL and "medication" not in NEUTRAL_REFUSAL
     shown, kept = data_tab.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", "someone-else")
-    assert "only the session that uploaded" in shown
+    assert "only the browser session that uploaded or attached a corpus may" in shown
     shown, kept = data_tab.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", token)
     assert "Refusal text of garden set" in shown and kept == "Nothing on that in the <b>garden</b> notes."
     assert Registry(page).get("garden").refusal == kept  # kept in the store: any process reads it

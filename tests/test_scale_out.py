@@ -121,7 +121,7 @@ def test_upload_in_one_answer_in_the_other_then_delete(two):
     turn = b("turn", corpus="shared-notes", text="a glass of water with my pills")
     assert turn["level"] == "full" and turn["final"][0] == "w1#0", turn
     refused = b("delete", name="shared-notes", token="not-the-uploader")
-    assert "only the session that uploaded" in refused["message"]
+    assert "only the browser session that uploaded or attached a corpus may" in refused["message"]
     assert "Deleted shared-notes" in a("delete", name="shared-notes", token=up["token"])["message"]
     gone = b("turn", corpus="shared-notes", text="a glass of water with my pills")
     assert gone["level"] == "idle" and gone["final"] == [], gone  # no stale answer: the page shows no result

@@ -20,10 +20,11 @@ from tests.conftest import ROOT
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
-def _backend(name: str) -> tuple[http.server.ThreadingHTTPServer, int]:
+def _backend(name: str, echo_forwarded: bool = False) -> tuple[http.server.ThreadingHTTPServer, int]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
-            body = f"{name} {self.path}".encode()
+            forwarded = self.headers.get_all("X-Forwarded-For") or []
+            body = (f"{name} {self.path}" + (f" xff={forwarded!r}" if echo_forwarded else "")).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -37,8 +38,8 @@ def _backend(name: str) -> tuple[http.server.ThreadingHTTPServer, int]:
     return server, server.server_address[1]
 
 
-def _get(url: str, cookie: str | None = None) -> tuple[str, str | None]:
-    request = urllib.request.Request(url, headers={"Cookie": cookie} if cookie else {})
+def _get(url: str, cookie: str | None = None, headers: dict[str, str] | None = None) -> tuple[str, str | None]:
+    request = urllib.request.Request(url, headers={**({"Cookie": cookie} if cookie else {}), **(headers or {})})
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.read().decode(), response.headers.get("Set-Cookie")
 
@@ -68,3 +69,23 @@ def test_sticky_sessions_through_nginx(tmp_path):
         proxy.stop()
         for server, _ in servers:
             server.shutdown()
+
+
+def test_nginx_replaces_a_forged_forwarded_for(tmp_path):
+    """The recipe's nginx sends the address it saw as X-Forwarded-For, whatever the client put there: appending
+    (``$proxy_add_x_forwarded_for``) passed ``6.6.6.6, 127.0.0.1`` on, and uvicorn took the forged first address as
+    the client's, so one client could take the per-address upload bound once per address it named."""
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        pytest.fail("nginx is not installed: `apt-get install -y nginx` (.ci/run installs it)")
+    import scale_out
+
+    server, port = _backend("app1", echo_forwarded=True)
+    proxy = scale_out.Proxy(tmp_path, free_port(), [port])
+    try:
+        proxy.start()
+        for forged in ("6.6.6.6", "6.6.6.6, 7.7.7.7", ""):
+            body, _ = _get(f"http://127.0.0.1:{proxy.port}/x", headers={"X-Forwarded-For": forged} if forged else None)
+            assert body == "app1 /x xff=['127.0.0.1']", (forged, body)
+    finally:
+        proxy.stop()
+        server.shutdown()

@@ -74,3 +74,19 @@ def test_min_similarity_defaults_per_embedding_model():
     assert Settings.from_env({"EMBEDDING_MODEL": "all-MiniLM-L6-v2"}).min_similarity == 0.25
     assert Settings.from_env({}, embedding_model="multilingual-e5-small").min_similarity == 0.81
     assert Settings.from_env({"EMBEDDING_MODEL": "all-MiniLM-L6-v2", "MIN_SIMILARITY": "0.4"}).min_similarity == 0.4
+
+
+def test_a_huge_slider_value_is_echoed_short():
+    """1e308 sent to an integer control was echoed as its 309 digits (int(1e308)); now as 1e+308."""
+    knob = Settings.knobs()["rrf_k"]
+    for sent, shown in ((1e308, "RRF_K=1e+308 "), (-1e300, "RRF_K=-1e+300 "), (10**400, "more than 300 digits")):
+        with pytest.raises(ValueError, match="out of range: allowed 1 to 1000") as caught:
+            knob.coerce(sent)
+        assert shown in str(caught.value) and len(str(caught.value)) < 100
+
+
+def test_trusted_proxies_must_be_addresses():
+    assert Settings.from_env({}).trusted_proxies is None  # default: no proxy trusted
+    assert Settings.from_env({"TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8"}).trusted_proxies
+    with pytest.raises(ValueError, match="TRUSTED_PROXIES has 'nginx', not an address"):
+        Settings.from_env({"TRUSTED_PROXIES": "127.0.0.1,nginx"})
