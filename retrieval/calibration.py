@@ -43,16 +43,10 @@ from retrieval.calibration_store import COLLECTION, Calibration, _analyses, cali
 from retrieval.corpus import LabeledQuery, fingerprint  # noqa: F401 (scripts use calibration.fingerprint)
 from retrieval.near_negatives import near_turns, within_floor
 from retrieval.parents import best_per_parent
-from retrieval.refusal import (
-    MULTILINGUAL_Z_OFF,
-    Candidate,
-    RefusalEvidence,
-    RefusalThresholds,
-    Vocabulary,
-    gather,
-    lexical_evidence,
-)
+from retrieval.refusal_evidence import Candidate, RefusalEvidence, gather, lexical_evidence
 from retrieval.refusal_gates import judge
+from retrieval.refusal_thresholds import MULTILINGUAL_Z_OFF, RefusalThresholds
+from retrieval.refusal_vocabulary import Vocabulary
 from retrieval.settings import PROJECT_ROOT, Settings
 from retrieval.tokenize import tokenize
 from retrieval.types import Card

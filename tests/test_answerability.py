@@ -10,8 +10,9 @@ import pytest
 
 from retrieval import answerability
 from retrieval.encoders import ModelUnavailable
-from retrieval.refusal import RefusalEvidence, RefusalThresholds
+from retrieval.refusal_evidence import RefusalEvidence
 from retrieval.refusal_gates import judge
+from retrieval.refusal_thresholds import RefusalThresholds
 from retrieval.settings import Settings
 
 WORDS = [
