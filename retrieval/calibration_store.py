@@ -69,7 +69,7 @@ def _analyses(base: str, chunks: Sequence[Chunk]) -> tuple[str, ...]:
     return found
 
 
-def _collection(settings: Settings):
+def _collection(settings: Settings) -> Any:  # a Chroma collection
     from retrieval.corpus_store import client_for
 
     return client_for(settings).get_or_create_collection(COLLECTION, metadata={"hnsw:space": "cosine"})
