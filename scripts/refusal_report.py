@@ -167,10 +167,9 @@ def key_of(*parts: Any) -> str:
 def shipped_cache(cache_dir: str | Path, settings: Settings) -> Path:
     """Where the shipped turns' candidates per level are cached (``collect``) for these cards, models and knobs."""
     corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    return (
-        Path(cache_dir)
-        / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
-    )
+    s = settings
+    key = key_of(corpus_hash, s.embedding_model, s.reranker_model, s.top_k, s.candidate_depth, s.reranker_max_input)
+    return Path(cache_dir) / f"shipped-v2-{key}.pkl"
 
 
 def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[str, list[str]], dict[str, Any]]:
@@ -271,10 +270,8 @@ def open_corpus(
     queries = list(load_queries(queries_path))
     answerable = [q.text for q in queries if q.relevant]
     no_match = [q.text for q in queries if not q.relevant]
-    cache = (
-        Path(args.cache)
-        / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)}.pkl"
-    )
+    key = key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)
+    cache = Path(args.cache) / f"{name}-v2-{key}.pkl"
     ev = collect(
         answerable + no_match,
         get,
@@ -440,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
         f"{time.perf_counter() - started:.0f} s"
     )
+    chosen = {k: v for k, v in report["shipped"]["after"].items() if k != "source"}
     print(
-        f"# defaults chosen on dev: {json.dumps({k: v for k, v in report['shipped']['after'].items() if k != 'source'})}"
+        f"# defaults chosen on dev: {json.dumps(chosen)}"
         f"; false-refusal budgets per level (English dev, es/pt dev): {report['shipped']['budgets']}"
     )
     print(table(rows))
