@@ -26,6 +26,7 @@ dev splits (``scripts/tune_refusal.py``); their calibration is a report only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -43,16 +44,10 @@ from retrieval.calibration_store import COLLECTION, Calibration, _analyses, cali
 from retrieval.corpus import LabeledQuery, fingerprint  # noqa: F401 (scripts use calibration.fingerprint)
 from retrieval.near_negatives import near_turns, within_floor
 from retrieval.parents import best_per_parent
-from retrieval.refusal import (
-    MULTILINGUAL_Z_OFF,
-    Candidate,
-    RefusalEvidence,
-    RefusalThresholds,
-    Vocabulary,
-    gather,
-    lexical_evidence,
-)
+from retrieval.refusal_evidence import Candidate, RefusalEvidence, gather, lexical_evidence
 from retrieval.refusal_gates import judge
+from retrieval.refusal_thresholds import MULTILINGUAL_Z_OFF, RefusalThresholds
+from retrieval.refusal_vocabulary import Vocabulary
 from retrieval.settings import PROJECT_ROOT, Settings
 from retrieval.tokenize import tokenize
 from retrieval.types import Card
@@ -280,6 +275,8 @@ def refused(evidence: RefusalEvidence | None, thresholds: RefusalThresholds) -> 
 
 # ------------------------------------------------------------------------------------------------ the search
 Evidence = RefusalEvidence | None
+# Per index into the grids of a group: (out-of-domain turns refused, answerable turns refused per group).
+_Counts = dict[tuple[int, ...], tuple[int, tuple[int, ...]]]
 
 
 def choose(
@@ -303,7 +300,7 @@ def choose(
     current = start
     for names in SEARCH[level] if search is None else search:
         grids = [_no_stricter(GRID[n], getattr(start, n)) if relax_only else GRID[n] for n in names]
-        counts: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        counts: _Counts = {}
         near_counts: dict[tuple[int, ...], int] = {}
         for index in itertools.product(*(range(len(g)) for g in grids)):
             th = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, index)})
@@ -312,21 +309,28 @@ def choose(
                 sum(refused(e, th) for e in negatives),
                 tuple(sum(refused(e, th) for e in turns) for turns, _ in groups),
             )
-
-        def within(index: tuple[int, ...]) -> bool:
-            return all(n <= budget for n, (_, budget) in zip(counts[index][1], groups))
-
-        def key(index: tuple[int, ...]) -> tuple:
-            neg, pos = counts[index]
-            stricter = [index[:k] + (index[k] + 1,) + index[k + 1 :] for k in range(len(index))]
-            safe = within(index) and all(s not in counts or within(s) for s in stricter)
-            return (safe, neg if safe else -sum(pos), -sum(pos))
-
         values = [getattr(current, n) for n in names]
         at = tuple(g.index(v) for g, v in zip(grids, values)) if all(v in g for g, v in zip(grids, values)) else None
-        best = max(within_floor(near_counts, at), key=key)  # max keeps the first of equals: the most lenient
+        rank = functools.partial(_rank, counts, groups)
+        best = max(within_floor(near_counts, at), key=rank)  # max keeps the first of equals: the most lenient
         current = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, best)})
     return current
+
+
+def _within(counts: _Counts, groups: Sequence[tuple[Sequence[Evidence], int]], index: tuple[int, ...]) -> bool:
+    """The values at ``index`` refuse at most each group's budget of answerable turns."""
+    return all(n <= budget for n, (_, budget) in zip(counts[index][1], groups))
+
+
+def _rank(
+    counts: _Counts, groups: Sequence[tuple[Sequence[Evidence], int]], index: tuple[int, ...]
+) -> tuple[bool, int, int]:
+    """How ``choose`` ranks the values at ``index``: safe (within the budgets, also one grid step stricter on any
+    threshold) first, then the most out-of-domain turns refused; unsafe ones by the fewest answerable refused."""
+    neg, pos = counts[index]
+    stricter = [index[:k] + (index[k] + 1,) + index[k + 1 :] for k in range(len(index))]
+    safe = _within(counts, groups, index) and all(s not in counts or _within(counts, groups, s) for s in stricter)
+    return (safe, neg if safe else -sum(pos), -sum(pos))
 
 
 def _no_stricter(grid: list[Any], value: Any) -> list[Any]:

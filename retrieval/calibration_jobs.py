@@ -9,9 +9,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrieval.settings import Settings
+
+if TYPE_CHECKING:
+    from retrieval.calibration_store import Calibration
 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
@@ -41,7 +44,7 @@ class CalibrationJob:
         self.name = data.entry.name
         self.done, self.total = 0, 0
         self.status, self.error = "queued", ""  # queued, running, done, failed, cancelled
-        self.result = None
+        self.result: Calibration | None = None
         self.started = time.monotonic()
         self.cancel = threading.Event()  # a queued job set so never runs (its corpus deleted, a test)
         self._thread = threading.Thread(target=self._run, name=f"calibrate-{self.name}", daemon=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.corpus import fingerprint
-from retrieval.refusal import SCRIPT_RULE, RefusalThresholds
+from retrieval.refusal_thresholds import SCRIPT_RULE, RefusalThresholds
 from retrieval.settings import Settings
 from retrieval.tokenize import CJK_ANALYSIS, MARK_ANALYSIS, changed_by_marks, has_cjk, main_script
 from retrieval.types import Chunk
@@ -69,7 +69,7 @@ def _analyses(base: str, chunks: Sequence[Chunk]) -> tuple[str, ...]:
     return found
 
 
-def _collection(settings: Settings):
+def _collection(settings: Settings) -> Any:  # a Chroma collection
     from retrieval.corpus_store import client_for
 
     return client_for(settings).get_or_create_collection(COLLECTION, metadata={"hnsw:space": "cosine"})

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from retrieval.refusal import RefusalEvidence, RefusalThresholds
+from retrieval.refusal_evidence import RefusalEvidence
 from retrieval.refusal_gates import wants_null
+from retrieval.refusal_thresholds import RefusalThresholds
 
 
 def fill(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from retrieval.refusal import Vocabulary, content_words
+from retrieval.refusal_vocabulary import Vocabulary, content_words
 
 # Machines and places of other domains (the last word is the head the cards must not use).
 DOMAINS = (

@@ -33,16 +33,11 @@ from retrieval.encoders import Embedder, canonical_embedder
 from retrieval.fusion import fuse_branches
 from retrieval.parents import best_per_parent, cosine_cut_skipped, finalize
 from retrieval.query import MAX_QUERY_CHARS, QueryError, clean_query, normalised_from, without_controls
-from retrieval.refusal import (
-    OOD_MARGIN_OFF,
-    Candidate,
-    RefusalDecision,
-    RefusalThresholds,
-    Vocabulary,
-    gather,
-    needs_multilingual,
-)
+from retrieval.refusal import RefusalDecision, needs_multilingual
+from retrieval.refusal_evidence import Candidate, gather
 from retrieval.refusal_gates import judge, unavailable
+from retrieval.refusal_thresholds import OOD_MARGIN_OFF, RefusalThresholds
+from retrieval.refusal_vocabulary import Vocabulary
 from retrieval.rerank import PRESCORER, load_reranker, rerank
 from retrieval.settings import Settings
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult

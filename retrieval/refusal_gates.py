@@ -20,15 +20,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from retrieval.refusal import (
-    DEFAULT_THRESHOLDS,
-    MULTILINGUAL_Z_OFF,
-    RefusalDecision,
-    RefusalEvidence,
-    RefusalTest,
-    RefusalThresholds,
-    decide,
-)
+from retrieval.refusal import RefusalDecision, decide
+from retrieval.refusal_evidence import RefusalEvidence
+from retrieval.refusal_tests import RefusalTest
+from retrieval.refusal_thresholds import DEFAULT_THRESHOLDS, MULTILINGUAL_Z_OFF, RefusalThresholds
 from retrieval.refusal_words import _compare
 
 

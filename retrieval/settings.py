@@ -14,14 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.refusal import DEFAULT_MAX_OOD_MARGIN as OOD_MARGIN
-from retrieval.refusal import DEFAULT_MAX_UNEXPLAINED_WORDS as UNEXPLAINED
-from retrieval.refusal import DEFAULT_MIN_ANSWERABILITY as ANSWERABLE
-from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER, DEFAULT_MIN_FALLBACK_COSINE, DEFAULT_MIN_RESCUE_COSINE
-from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_FOREIGN as FOREIGN
-from retrieval.refusal import DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED as SURE
-from retrieval.refusal import DEFAULT_MIN_MULTILINGUAL_COSINE as MULTI
-from retrieval.refusal import DEFAULT_MIN_MULTILINGUAL_Z as MULTI_Z
+from retrieval.refusal_thresholds import DEFAULT_MAX_OOD_MARGIN as OOD_MARGIN
+from retrieval.refusal_thresholds import DEFAULT_MAX_UNEXPLAINED_WORDS as UNEXPLAINED
+from retrieval.refusal_thresholds import DEFAULT_MIN_ANSWERABILITY as ANSWERABLE
+from retrieval.refusal_thresholds import (
+    DEFAULT_MIN_CROSS_ENCODER,
+    DEFAULT_MIN_FALLBACK_COSINE,
+    DEFAULT_MIN_RESCUE_COSINE,
+)
+from retrieval.refusal_thresholds import DEFAULT_MIN_CROSS_ENCODER_FOREIGN as FOREIGN
+from retrieval.refusal_thresholds import DEFAULT_MIN_CROSS_ENCODER_UNEXPLAINED as SURE
+from retrieval.refusal_thresholds import DEFAULT_MIN_MULTILINGUAL_COSINE as MULTI
+from retrieval.refusal_thresholds import DEFAULT_MIN_MULTILINGUAL_Z as MULTI_Z
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ For each script, four turns about the shipped cards (storing insulin, a missed m
 symptoms of low blood sugar) and four off-topic ones (the weather, the capital of France, a recipe, the football
 world cup), written for this script. With ``--russian-cards`` the corpus is tests/data/russian_cards.jsonl: Russian
 turns about it and off it, and two English turns about it. Each turn's line gives the detected language
-(``retrieval.refusal.language``), the decision, the cross-encoder score, multilingual-e5's cosine when it was
+(``retrieval.refusal_vocabulary.language``), the decision, the cross-encoder score, multilingual-e5's cosine when it was
 asked, the top card and the reason; then the counts, the date and the load. The dense store is built in a
 temporary folder (``--chroma`` to keep it), never in the app's.
 """
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--russian-cards", action="store_true", help="the six synthetic Russian cards instead")
     parser.add_argument("--chroma", help="folder for the dense store (default: a temporary one)")
     args = parser.parse_args()
-    from retrieval.refusal import language
+    from retrieval.refusal_vocabulary import language
     from retrieval.settings import Settings
 
     chroma = args.chroma or tempfile.mkdtemp(prefix="other-scripts-")

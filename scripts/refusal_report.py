@@ -38,14 +38,14 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from retrieval import calibration, refusal, refusal_gates  # noqa: E402
+from retrieval import calibration, refusal_evidence, refusal_gates, refusal_thresholds, refusal_vocabulary  # noqa: E402
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_beir, load_cards, load_queries, split_cards  # noqa: E402
 from retrieval.parents import cosine_cut_skipped  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
 
 LEVELS = calibration.LEVELS
 # The rule before issue 23 (its defaults at commit 890e0ac).
-BEFORE = refusal.RefusalThresholds(
+BEFORE = refusal_thresholds.RefusalThresholds(
     min_cross_encoder=-3.25,
     min_rescue_cosine=0.64,
     min_fallback_cosine=0.59,
@@ -53,12 +53,14 @@ BEFORE = refusal.RefusalThresholds(
     check_identifiers=True,
     languages=False,
     max_code_families=10**9,
-    max_ood_margin=refusal.OOD_MARGIN_OFF,
+    max_ood_margin=refusal_thresholds.OOD_MARGIN_OFF,
     source="before",
 )
 # The previous round's rule (the shipped defaults before the gates of retrieval.refusal_gates): the table's middle
 # column for the shipped sets.
-PREVIOUS = refusal.RefusalThresholds(min_multilingual_z=refusal.MULTILINGUAL_Z_OFF, source="previous")
+PREVIOUS = refusal_thresholds.RefusalThresholds(
+    min_multilingual_z=refusal_thresholds.MULTILINGUAL_Z_OFF, source="previous"
+)
 # --search new: only the thresholds issue 23 added are chosen here; the English cross-encoder, rescue and fallback
 # cosines keep their issue-14 values (re-choosing them on the new dev sets did not hold on test: see the README).
 NEW_ONLY = {
@@ -102,7 +104,12 @@ def turns_of(spec: str, folder: Path) -> list[str]:
 
 
 def collect(
-    texts: list[str], retriever: Any, settings: Settings, cache: Path, label: str, vocabulary: refusal.Vocabulary
+    texts: list[str],
+    retriever: Any,
+    settings: Settings,
+    cache: Path,
+    label: str,
+    vocabulary: refusal_vocabulary.Vocabulary,
 ) -> dict[str, Any]:
     """Evidence per level for every turn: the candidates (``level_candidates``) cached in ``cache`` (pickle), the
     evidence built from them now (so that a change of the rule's evidence needs no new run)."""
@@ -126,7 +133,9 @@ def collect(
     return {t: {lv: calibration.level_evidence(t, lv, filled[t][lv], vocabulary) for lv in LEVELS} for t in texts}
 
 
-def pipeline_refused(ev: refusal.RefusalEvidence | None, th: refusal.RefusalThresholds, s: Settings) -> bool:
+def pipeline_refused(
+    ev: refusal_evidence.RefusalEvidence | None, th: refusal_thresholds.RefusalThresholds, s: Settings
+) -> bool:
     """The integrated decision: the rule, then the MIN_SIMILARITY cut on the top_k cards (none left: refused), not
     applied where the pipeline does not apply it (``retrieval.parents.cosine_cut_skipped``)."""
     if ev is None:
@@ -158,10 +167,9 @@ def key_of(*parts: Any) -> str:
 def shipped_cache(cache_dir: str | Path, settings: Settings) -> Path:
     """Where the shipped turns' candidates per level are cached (``collect``) for these cards, models and knobs."""
     corpus_hash = hashlib.sha256(Path(settings.corpus_path).read_bytes()).hexdigest()
-    return (
-        Path(cache_dir)
-        / f"shipped-v2-{key_of(corpus_hash, settings.embedding_model, settings.reranker_model, settings.top_k, settings.candidate_depth, settings.reranker_max_input)}.pkl"
-    )
+    s = settings
+    key = key_of(corpus_hash, s.embedding_model, s.reranker_model, s.top_k, s.candidate_depth, s.reranker_max_input)
+    return Path(cache_dir) / f"shipped-v2-{key}.pkl"
 
 
 def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[str, list[str]], dict[str, Any]]:
@@ -170,7 +178,7 @@ def shipped_evidence(cache_dir: str | Path, settings: Settings) -> tuple[dict[st
     sets = {spec: turns_of(spec, folder) for spec in (*DEV_POS, *DEV_NEG, *TEST)}
     cache = shipped_cache(cache_dir, settings)
     chunks = split_cards(load_cards(settings.corpus_path), DEFAULT_CHUNK_WORDS)
-    vocabulary = refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
+    vocabulary = refusal_vocabulary.Vocabulary.from_texts(c.indexed_text for c in chunks)
     ev = collect(
         [t for v in sets.values() for t in v], lazy_retriever(settings), settings, cache, "shipped", vocabulary
     )
@@ -190,7 +198,7 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     crosslang = {lv: evs(DEV_POS[3], lv) for lv in LEVELS}
     neg = {lv: [e for s in DEV_NEG for e in evs(s, lv)] for lv in LEVELS}
     started = time.perf_counter()
-    after = refusal.RefusalThresholds(source="defaults")
+    after = refusal_thresholds.RefusalThresholds(source="defaults")
     budgets = {}
     for level in LEVELS:
         budget_en = sum(pipeline_refused(e, BEFORE, settings) for e in english[level])
@@ -206,12 +214,15 @@ def shipped(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             [(english[level], budget_en), (crosslang[level], budget_cl)], neg[level], level, after, search
         )
     tune_s = time.perf_counter() - started
-    shipped_defaults = {k: v for k, v in refusal.RefusalThresholds().to_dict().items() if k != "source"}
+    shipped_defaults = {k: v for k, v in refusal_thresholds.RefusalThresholds().to_dict().items() if k != "source"}
     differ = {
         k: (v, shipped_defaults[k]) for k, v in after.to_dict().items() if k != "source" and shipped_defaults[k] != v
     }
     if differ:
-        print(f"warning: chosen on dev != retrieval/refusal.py defaults (chosen, module): {differ}", file=sys.stderr)
+        print(
+            f"warning: chosen on dev != retrieval/refusal_thresholds.py defaults (chosen, module): {differ}",
+            file=sys.stderr,
+        )
     rows = []
     for spec in (*DEV_POS, *DEV_NEG, *TEST):
         answerable = spec.startswith(ANSWERABLE)
@@ -247,7 +258,7 @@ def open_corpus(
     name: str,
     cards_path: Path,
     queries_path: Path,
-    after: refusal.RefusalThresholds,
+    after: refusal_thresholds.RefusalThresholds,
     chunk_words: int | None = DEFAULT_CHUNK_WORDS,
 ) -> dict[str, Any]:
     """An uploaded-like corpus: calibrated from synthetic turns + the pool, its labeled questions reported.
@@ -259,12 +270,15 @@ def open_corpus(
     queries = list(load_queries(queries_path))
     answerable = [q.text for q in queries if q.relevant]
     no_match = [q.text for q in queries if not q.relevant]
-    cache = (
-        Path(args.cache)
-        / f"{name}-v2-{key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)}.pkl"
-    )
+    key = key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)
+    cache = Path(args.cache) / f"{name}-v2-{key}.pkl"
     ev = collect(
-        answerable + no_match, get, s, cache, name, refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
+        answerable + no_match,
+        get,
+        s,
+        cache,
+        name,
+        refusal_vocabulary.Vocabulary.from_texts(c.indexed_text for c in chunks),
     )
     started = time.perf_counter()
     cal = calibration.calibrate(get(), [], cards, s, name=name)  # as an upload without labels: synthetic turns
@@ -291,7 +305,9 @@ def open_corpus(
     }
 
 
-def scifact(args: argparse.Namespace, settings: Settings, after: refusal.RefusalThresholds) -> dict[str, Any]:
+def scifact(
+    args: argparse.Namespace, settings: Settings, after: refusal_thresholds.RefusalThresholds
+) -> dict[str, Any]:
     """SciFact test claims over a sub-corpus (their abstracts + random distractors), calibrated as an upload."""
     data = load_beir(args.scifact_path, "test")
     rng = random.Random(0)
@@ -379,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=("new", "all", "keep"),
         default="new",
         help="new: choose only the thresholds issue 23 added; all: every threshold (retrieval.calibration); keep: "
-        "no search, report retrieval/refusal.py's defaults",
+        "no search, report retrieval/refusal_thresholds.py's defaults",
     )
     ap.add_argument(
         "--crosslang-share",
@@ -404,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     started = time.perf_counter()
     report: dict[str, Any] = {"shipped": shipped(args, settings)}
-    after = refusal.RefusalThresholds.from_dict(report["shipped"]["after"])
+    after = refusal_thresholds.RefusalThresholds.from_dict(report["shipped"]["after"])
     rows = list(report["shipped"]["rows"])
     if args.open:
         for name, cards_path, queries_path in OPEN:
@@ -421,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
         f"{time.perf_counter() - started:.0f} s"
     )
+    chosen = {k: v for k, v in report["shipped"]["after"].items() if k != "source"}
     print(
-        f"# defaults chosen on dev: {json.dumps({k: v for k, v in report['shipped']['after'].items() if k != 'source'})}"
+        f"# defaults chosen on dev: {json.dumps(chosen)}"
         f"; false-refusal budgets per level (English dev, es/pt dev): {report['shipped']['budgets']}"
     )
     print(table(rows))

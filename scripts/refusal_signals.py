@@ -49,7 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import refusal_report as rr  # noqa: E402
 
-from retrieval import calibration, crosslingual, refusal  # noqa: E402
+from retrieval import calibration, crosslingual, refusal, refusal_vocabulary  # noqa: E402
 from retrieval.corpus import load_cards  # noqa: E402
 from retrieval.encoders import load_embedder  # noqa: E402
 from retrieval.rerank import load_reranker  # noqa: E402
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     cards = load_cards(settings.corpus_path)
     chunks = rr.split_cards(cards, rr.DEFAULT_CHUNK_WORDS)
-    vocabulary = refusal.Vocabulary.from_texts(c.indexed_text for c in chunks)
+    vocabulary = refusal_vocabulary.Vocabulary.from_texts(c.indexed_text for c in chunks)
     synthetic = calibration.synthetic_turns(cards, vocabulary, calibration.MAX_POSITIVES)
     load = os.getloadavg()
     print(

@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-from retrieval import refusal  # noqa: E402
+from retrieval import refusal, refusal_evidence, refusal_thresholds, refusal_vocabulary  # noqa: E402
 from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_beir, load_cards, load_queries, split_cards  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402
 from retrieval.tokenize import analyze  # noqa: E402
@@ -130,18 +130,20 @@ def collect(
 
 # ------------------------------------------------------------------------------------------------------ evidence
 def evidence(
-    raw: dict[str, Any], turn: str, texts: dict[str, str], vocabulary: refusal.Vocabulary, top_k: int
-) -> refusal.RefusalEvidence | None:
+    raw: dict[str, Any], turn: str, texts: dict[str, str], vocabulary: refusal_vocabulary.Vocabulary, top_k: int
+) -> refusal_evidence.RefusalEvidence | None:
     """The rule's evidence from a cached record (None: the pipeline found no candidate at all)."""
     kept = [c for c in raw["cards"] if c["kept"]][:top_k]
     if raw["path"] == "no_match" or not kept:
         return None
-    candidates = [refusal.Candidate(c["parent"], c["chunk"], texts[c["chunk"]], c["sim"], c["logit"]) for c in kept]
+    candidates = [
+        refusal_evidence.Candidate(c["parent"], c["chunk"], texts[c["chunk"]], c["sim"], c["logit"]) for c in kept
+    ]
     both = raw["bm25_status"] == "ok" and raw["dense_status"] == "ok"
     missing = {}
     if not raw["reranked"]:
         missing["cross-encoder"] = raw["reranker_status"] or "the reranker did not run"
-    return refusal.gather(
+    return refusal_evidence.gather(
         turn,
         raw["path"],
         candidates,
@@ -152,7 +154,7 @@ def evidence(
     )
 
 
-def refused_with(ev: refusal.RefusalEvidence | None, thresholds: refusal.RefusalThresholds) -> bool:
+def refused_with(ev: refusal_evidence.RefusalEvidence | None, thresholds: refusal_thresholds.RefusalThresholds) -> bool:
     return True if ev is None else refusal.decide(ev, thresholds).refused
 
 
@@ -169,12 +171,12 @@ GRIDS: dict[str, dict[str, list[float]]] = {
 }
 
 
-def rates(evs_neg: list, evs_pos: list, thresholds: refusal.RefusalThresholds) -> tuple[int, int]:
+def rates(evs_neg: list, evs_pos: list, thresholds: refusal_thresholds.RefusalThresholds) -> tuple[int, int]:
     """(out-of-domain turns refused, answerable turns refused)."""
     return (sum(refused_with(e, thresholds) for e in evs_neg), sum(refused_with(e, thresholds) for e in evs_pos))
 
 
-def tune(level: str, dev: list, answerable: list, max_false: int) -> tuple[refusal.RefusalThresholds, dict]:
+def tune(level: str, dev: list, answerable: list, max_false: int) -> tuple[refusal_thresholds.RefusalThresholds, dict]:
     """Thresholds for ``level`` chosen on dev: most dev turns refused with at most ``max_false`` answerable turns
     refused, *also one grid step stricter on each threshold* (a safety margin: a setting at the edge of a cliff of
     false refusals is not chosen); among the best, the middle of the plateau (the median of each threshold)."""
@@ -185,7 +187,7 @@ def tune(level: str, dev: list, answerable: list, max_false: int) -> tuple[refus
         combos = [c + [v] for c in combos for v in grid[name]]
     results = {}
     for values in combos:
-        th = refusal.RefusalThresholds(**dict(zip(names, values)))
+        th = refusal_thresholds.RefusalThresholds(**dict(zip(names, values)))
         results[tuple(values)] = rates(dev, answerable, th)
 
     def stricter(values: list[float], i: int) -> tuple[float, ...] | None:
@@ -213,10 +215,10 @@ def tune(level: str, dev: list, answerable: list, max_false: int) -> tuple[refus
         "plateau_size": len(plateau),
         "plateau_range": plateau_range,
     }
-    return refusal.RefusalThresholds(**dict(zip(names, chosen))), info
+    return refusal_thresholds.RefusalThresholds(**dict(zip(names, chosen))), info
 
 
-def measure(ev: dict[str, list], thresholds: refusal.RefusalThresholds) -> dict[str, int]:
+def measure(ev: dict[str, list], thresholds: refusal_thresholds.RefusalThresholds) -> dict[str, int]:
     return {
         "dev_refused": sum(refused_with(e, thresholds) for e in ev["dev"]),
         "test_refused": sum(refused_with(e, thresholds) for e in ev["test"]),
@@ -279,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
     chunks = split_cards(load_cards(settings.corpus_path), DEFAULT_CHUNK_WORDS)
     texts = {c.chunk_id: c.indexed_text for c in chunks}
-    vocabulary = refusal.Vocabulary.from_texts(texts.values())
+    vocabulary = refusal_vocabulary.Vocabulary.from_texts(texts.values())
 
     def evs(turns: list[dict[str, Any]], level: str) -> list:
         return [evidence(raw[f"{level}\t{t['text']}"], t["text"], texts, vocabulary, settings.top_k) for t in turns]
@@ -308,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 "test_refused": integrated(test, level),
                 "false_refusals": integrated(answerable, level),
             },
-            "refusal rule, module defaults": measure(ev, refusal.DEFAULT_THRESHOLDS),
+            "refusal rule, module defaults": measure(ev, refusal_thresholds.DEFAULT_THRESHOLDS),
             "refusal rule, tuned on dev": measure(ev, th),
             "  same, without the vocabulary tests": measure(no_vocab, th),
         }
@@ -319,7 +321,10 @@ def main(argv: list[str] | None = None) -> int:
             for group, turns in (("dev", dev), ("test", test), ("answerable", answerable))
             for t, e in zip(turns, ev[group])
             if (raw[f"{level}\t{t['text']}"]["integrated_path"] == "no_match")
-            != (refused_with(e, refusal.DEFAULT_THRESHOLDS) or raw[f"{level}\t{t['text']}"]["today_path"] == "no_match")
+            != (
+                refused_with(e, refusal_thresholds.DEFAULT_THRESHOLDS)
+                or raw[f"{level}\t{t['text']}"]["today_path"] == "no_match"
+            )
         ]
         report["levels"][level] = {
             "thresholds": {n: getattr(th, n) for n in GRIDS[level]},
@@ -335,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     report["chosen_thresholds"] = chosen
 
     if args.scifact:
-        report["scifact"] = scifact_report(args, settings, refusal.RefusalThresholds(**chosen))
+        report["scifact"] = scifact_report(args, settings, refusal_thresholds.RefusalThresholds(**chosen))
 
     if args.json:
         print(json.dumps(report, indent=2))
@@ -383,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def scifact_report(args: argparse.Namespace, settings: Settings, thresholds: refusal.RefusalThresholds) -> dict:
+def scifact_report(
+    args: argparse.Namespace, settings: Settings, thresholds: refusal_thresholds.RefusalThresholds
+) -> dict:
     """Refusals on SciFact test claims (all answerable) over a sub-corpus: every abstract judged relevant to the
     sampled claims plus random distractors, so that the index embeds in minutes, not 25."""
     import random as _random
@@ -409,7 +416,7 @@ def scifact_report(args: argparse.Namespace, settings: Settings, thresholds: ref
     chunks = split_cards(load_cards(corpus), None)  # one chunk per abstract, as `eval --beir` indexes SciFact
     raw = collect(turns, sf_settings, Path(args.cache) / f"{corpus.stem}-evidence.json", "scifact", chunks)
     texts = {c.chunk_id: c.indexed_text for c in chunks}
-    vocabulary = refusal.Vocabulary.from_texts(texts.values())
+    vocabulary = refusal_vocabulary.Vocabulary.from_texts(texts.values())
     out = {"claims": len(claims), "docs": len(docs), "levels": {}}
     for level in LEVELS:
         failed: dict[str, int] = {}

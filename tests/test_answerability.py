@@ -10,8 +10,9 @@ import pytest
 
 from retrieval import answerability
 from retrieval.encoders import ModelUnavailable
-from retrieval.refusal import RefusalEvidence, RefusalThresholds
+from retrieval.refusal_evidence import RefusalEvidence
 from retrieval.refusal_gates import judge
+from retrieval.refusal_thresholds import RefusalThresholds
 from retrieval.settings import Settings
 
 WORDS = [
@@ -158,7 +159,7 @@ def test_the_setting_is_read_from_the_environment():
 def test_the_page_names_the_model_that_decided_escaped():
     from types import SimpleNamespace
 
-    from inspector.render import render_refusal
+    from inspector.badge import render_refusal
 
     name = "models/<b>nli</b>"
     ev = RefusalEvidence(level="full", best_cross_encoder=5.0, best_cosine=0.8, answerability=(name, 0.2))

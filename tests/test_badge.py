@@ -9,7 +9,8 @@ import json
 import re
 
 from inspector import badge
-from retrieval.refusal import RefusalDecision, RefusalTest
+from retrieval.refusal import RefusalDecision
+from retrieval.refusal_tests import RefusalTest
 from tests.test_render import INJECTION, make_result
 
 

@@ -10,7 +10,9 @@ import pytest
 from retrieval import calibration, near_negatives
 from retrieval.corpus import load_cards
 from retrieval.pipeline import thresholds_for
-from retrieval.refusal import RefusalEvidence, RefusalThresholds, Vocabulary, lexical_evidence
+from retrieval.refusal_evidence import RefusalEvidence, lexical_evidence
+from retrieval.refusal_thresholds import RefusalThresholds
+from retrieval.refusal_vocabulary import Vocabulary
 from tests.conftest import MINI_CARDS
 
 VOCAB_TEXTS = ["GlucoSense GS-40 error E-07\nThe strip was removed too early.", "Insulin pens\nKeep them cold."]
@@ -195,7 +197,7 @@ def test_a_calibration_stored_by_another_process_reaches_this_ones_open_retrieve
     writer = f"""
 import sys
 from retrieval import calibration, corpora
-from retrieval.refusal import RefusalThresholds
+from retrieval.refusal_thresholds import RefusalThresholds
 from retrieval.settings import Settings
 s = Settings(corpus_path={str(MINI_CARDS)!r}, chroma_path={settings.chroma_path!r}, data_dir={settings.data_dir!r})
 data = corpora.Registry(s).open("mini-reread")

@@ -210,7 +210,7 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
     from retrieval import calibration
     from retrieval.cli import main as cli_main
     from retrieval.evaluation.cli import register
-    from retrieval.refusal import RefusalThresholds
+    from retrieval.refusal_thresholds import RefusalThresholds
 
     def main(argv: list[str]) -> int:  # ``python -m retrieval`` in this process
         return cli_main(argv, registrars=(register,))

@@ -10,22 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.refusal import (
-    DEFAULT_THRESHOLDS,
+from retrieval.refusal import decide, needs_multilingual
+from retrieval.refusal_evidence import (
     AgreementEvidence,
     Candidate,
     RefusalEvidence,
-    RefusalThresholds,
-    Vocabulary,
     agreement_evidence,
-    content_words,
-    decide,
     gather,
-    identifiers,
-    language,
     lexical_evidence,
-    needs_multilingual,
 )
+from retrieval.refusal_thresholds import DEFAULT_THRESHOLDS, RefusalThresholds
+from retrieval.refusal_vocabulary import Vocabulary, content_words, identifiers, language
 
 TEXTS = [
     "GlucoSense GS-40: error E-07\nThe strip was used or inserted upside down.",
@@ -541,7 +536,7 @@ def test_real_pipeline_reports_the_failed_test_on_the_result_and_the_cut_cards(s
 
 
 def test_unknown_codes_are_not_judged_in_open_text_with_hundreds_of_code_families():
-    from retrieval.refusal import MAX_CODE_FAMILIES
+    from retrieval.refusal_thresholds import MAX_CODE_FAMILIES
 
     names = [chr(65 + i // 26) + chr(65 + i % 26) for i in range(MAX_CODE_FAMILIES + 1)]  # AA, AB, ...
     texts = [f"The protein {name}-{i} binds CD4" for i, name in enumerate(names)]

@@ -11,8 +11,10 @@ import pytest
 
 from retrieval import calibration, near_negatives
 from retrieval.corpus import load_cards, split_cards
-from retrieval.refusal import MULTILINGUAL_Z_OFF, RefusalEvidence, RefusalThresholds, Vocabulary, lexical_evidence
+from retrieval.refusal_evidence import RefusalEvidence, lexical_evidence
 from retrieval.refusal_gates import judge, null_test
+from retrieval.refusal_thresholds import MULTILINGUAL_Z_OFF, RefusalThresholds
+from retrieval.refusal_vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 CARDS = ["Storing insulin\nKeep unopened insulin pens in the refrigerator.", "Missed dose\nTake it when you remember."]
@@ -53,7 +55,8 @@ def test_a_foreign_turn_whose_e5_cosine_does_not_stand_out_from_its_null_is_refu
     # Off, or for an English turn, the gate does not judge.
     assert not judge(ev, RefusalThresholds(min_multilingual_z=MULTILINGUAL_Z_OFF)).refused
     english = RefusalEvidence(
-        level="full", best_cross_encoder=2.0, best_cosine=0.7, lexical=lexical_evidence("store insulin", CARDS[0], VOCAB),
+        level="full", best_cross_encoder=2.0, best_cosine=0.7,
+        lexical=lexical_evidence("store insulin", CARDS[0], VOCAB),
         multilingual_cosine=0.80, multilingual_null=(0.80, 0.79, 0.02, 228),
     )  # fmt: skip
     assert all(t.name != "multilingual null" for t in judge(english).tests)
