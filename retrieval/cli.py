@@ -280,7 +280,8 @@ def run_query(args: argparse.Namespace) -> int:
 def run_why(args: argparse.Namespace) -> int:
     from retrieval.corpora import retriever_for
     from retrieval.pipeline import get_retriever
-    from retrieval.why import explain, format_why
+    from retrieval.why import explain
+    from retrieval.why_report import format_why
 
     settings = settings_from_args(args)
     data = corpus_from_args(args, settings)
