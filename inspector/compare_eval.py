@@ -19,8 +19,9 @@ from inspector.render import esc
 from retrieval.compare import PRESETS, preset_values
 from retrieval.corpora import SHIPPED
 from retrieval.evaluation.compare import METRIC, fixed_and_broken
-from retrieval.evaluation.evaluate import CONFIGS, parse_set
 from retrieval.evaluation.labeled import describe, labeled_entries
+from retrieval.evaluation.prepare import parse_set
+from retrieval.evaluation.turn_runs import CONFIGS
 from retrieval.settings import CONTROLS
 
 log = logging.getLogger(__name__)

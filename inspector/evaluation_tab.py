@@ -24,9 +24,10 @@ from inspector import handlers, jobs, why_view
 from inspector.compare_eval import build_compare_section, limit_value, sampled
 from inspector.figures import failsafe, message_figure, plot_text
 from retrieval.corpora import SHIPPED
-from retrieval.evaluation.evaluate import BRANCHES, CONFIGS, load_report
 from retrieval.evaluation.labeled import describe, labeled_entries
+from retrieval.evaluation.run_files import load_report
 from retrieval.evaluation.sweeps import sweep_figure
+from retrieval.evaluation.turn_runs import BRANCHES, CONFIGS
 from retrieval.settings import PROJECT_ROOT
 
 log = logging.getLogger(__name__)

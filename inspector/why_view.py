@@ -29,7 +29,8 @@ from inspector.render import esc, render_message
 from retrieval.corpora import SHIPPED
 from retrieval.judgments import GRADES, turn_key
 from retrieval.query import QueryError
-from retrieval.why import WhyNot, cards_of, explain
+from retrieval.why import cards_of, explain
+from retrieval.why_report import WhyNot
 
 log = logging.getLogger(__name__)
 

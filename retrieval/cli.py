@@ -13,13 +13,18 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from retrieval.settings import Settings
+
+if TYPE_CHECKING:
+    from retrieval.corpora import CalibrationJob, CorpusData
+    from retrieval.types import RetrievalResult
 
 Registrar = Callable[[argparse._SubParsersAction], None]
 
 
-def settings_from_args(args: argparse.Namespace, **extra) -> Settings:
+def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
     """Settings from the environment, overridden by the common command-line flags that were given."""
     overrides = dict(extra)
     for flag, attr in (
@@ -43,8 +48,8 @@ def settings_from_args(args: argparse.Namespace, **extra) -> Settings:
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Flags shared by every command that runs the pipeline."""
-    parser.add_argument("--rrf-k", type=int, help="RRF constant (default: RRF_K or 60)")
-    parser.add_argument("--top-k", type=int, help="cards returned (default: TOP_K or 5)")
+    parser.add_argument("--rrf-k", type=int, help=f"RRF constant (default: RRF_K or {Settings.rrf_k})")
+    parser.add_argument("--top-k", type=int, help=f"cards returned (default: TOP_K or {Settings.top_k})")
     parser.add_argument("--bm25-weight", type=float, help="weight of the BM25 ranking in fusion")
     parser.add_argument("--dense-weight", type=float, help="weight of the dense ranking in fusion")
     parser.add_argument(
@@ -140,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_calibrate)
 
 
-def corpus_from_args(args: argparse.Namespace, settings: Settings):
+def corpus_from_args(args: argparse.Namespace, settings: Settings) -> CorpusData | None:
     """The ``--corpus`` given (loaded and validated), or None for the shipped cards at CORPUS_PATH."""
     if not getattr(args, "corpus", None):
         return None
@@ -208,7 +213,7 @@ def run_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_calibration(data, settings: Settings, job=None) -> None:
+def _wait_calibration(data: CorpusData, settings: Settings, job: CalibrationJob | None = None) -> None:
     """Wait for the corpus's refusal calibration (started when it was indexed), printing its progress."""
     from retrieval.corpora import calibration_state
 
@@ -227,7 +232,7 @@ def _wait_calibration(data, settings: Settings, job=None) -> None:
             print(f"warning: calibrating {data.entry.name} failed: {job.error}", file=sys.stderr)
 
 
-def _wait_map(data, settings: Settings) -> None:
+def _wait_map(data: CorpusData, settings: Settings) -> None:
     """Wait for the corpus's map (``retrieval.projection``, started when it was indexed), printing its progress: a
     daemon thread would die with this process before the map is kept in the store."""
     from retrieval import projection
@@ -250,13 +255,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     data = Registry(settings).open(getattr(args, "corpus", None), paths=True)
     job = start_calibration(data, settings)
     _wait_calibration(data, settings, job)
-    if job.status != "done":
+    result = job.result
+    if job.status != "done" or result is None:  # a job that is done holds its calibration
         return 1
-    print(
-        json.dumps(job.result.to_dict(), ensure_ascii=False, indent=2)
-        if args.json
-        else calibration.describe(job.result)
-    )
+    print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2) if args.json else calibration.describe(result))
     if data.key is None:
         print("(the shipped cards keep the defaults tuned on their dev sets: this calibration is a report only)")
     return 0
@@ -280,7 +282,8 @@ def run_query(args: argparse.Namespace) -> int:
 def run_why(args: argparse.Namespace) -> int:
     from retrieval.corpora import retriever_for
     from retrieval.pipeline import get_retriever
-    from retrieval.why import explain, format_why
+    from retrieval.why import explain
+    from retrieval.why_report import format_why
 
     settings = settings_from_args(args)
     data = corpus_from_args(args, settings)
@@ -290,7 +293,7 @@ def run_why(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_result(result) -> str:
+def format_result(result: RetrievalResult) -> str:
     """A readable text table of one turn."""
     lines = [f"turn:   {result.query}", f"level:  {result.hybrid_path}  ({result.reason})", ""]
 

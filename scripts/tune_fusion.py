@@ -22,9 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from retrieval import weighting  # noqa: E402
-from retrieval.evaluation.evaluate import build_retriever, eval_settings, load_dataset  # noqa: E402
 from retrieval.evaluation.metrics import score_turn  # noqa: E402
+from retrieval.evaluation.prepare import build_retriever, load_dataset  # noqa: E402
 from retrieval.evaluation.significance import compare  # noqa: E402
+from retrieval.evaluation.turn_runs import eval_settings  # noqa: E402
 from retrieval.fusion import fuse_branches  # noqa: E402
 from retrieval.parents import best_per_parent  # noqa: E402
 from retrieval.settings import Settings  # noqa: E402

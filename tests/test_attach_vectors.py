@@ -1,7 +1,7 @@
 """What `index --attach` and the Attach picker accept (retrieval/dense.py ``attach_problem``, retrieval/attach.py):
 a collection with a non-finite vector, or a non-unit one where the model's vectors are unit length, is refused
 naming the row (comparisons written so that NaN fails); the app's own collections (the refusal calibrations too)
-are never offered or attached. And Why not…?'s exact dense scores never copy the vectors (retrieval/why.py).
+are never offered or attached. And Why not…?'s exact dense scores never copy the vectors (retrieval/why_ranks.py).
 Real Chroma, the real bundled embedder."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_the_app_s_own_collections_are_never_offered_or_attached(made):
 
 
 def test_why_not_s_dense_scores_never_copy_the_vectors():
-    from retrieval.why import dense_scores
+    from retrieval.why_ranks import dense_scores
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(20_000, 384)).astype(np.float32)  # 30.7 MB; a float64 copy would be 61 MB

@@ -10,8 +10,8 @@ import pytest
 
 from retrieval.compare import PRESETS, changed_settings, diff_lists, diff_results, preset_values, stage_ids, summarize
 from retrieval.evaluation.compare import fixed_and_broken, list_metrics, stage_metrics
-from retrieval.evaluation.evaluate import ranked_parents
 from retrieval.evaluation.metrics import score_turn
+from retrieval.evaluation.turn_runs import ranked_parents
 from retrieval.settings import ADR_RECIPE, Settings
 from retrieval.types import BranchResult, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
 

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from retrieval.evaluation.compare import compare_configs, format_compare
-from retrieval.evaluation.evaluate import evaluate, run_turns
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.metrics import ndcg_at_k
+from retrieval.evaluation.turn_runs import run_turns
 from tests.test_evaluate import labeled_mini_folder, mini_dataset, run_cli
 
 

@@ -13,8 +13,10 @@ import pytest
 from retrieval.corpora import Registry, start_index
 from retrieval.evaluation.compare import METRIC
 from retrieval.evaluation.corpus_eval import compare_corpus, evaluate_corpus, open_labeled
-from retrieval.evaluation.evaluate import CONFIGS, evaluate, load_dataset
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.labeled import describe, labeled_dataset, labeled_entries
+from retrieval.evaluation.prepare import load_dataset
+from retrieval.evaluation.turn_runs import CONFIGS
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 

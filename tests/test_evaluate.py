@@ -14,19 +14,14 @@ from pathlib import Path
 import pytest
 
 from retrieval.corpus import CorpusError, Dataset, LabeledQuery, load_beir, load_cards
-from retrieval.evaluation.evaluate import (
-    CONFIGS,
-    aggregate,
-    eval_settings,
-    evaluate,
-    format_report,
-    latency,
-    parse_set,
-    run_turns,
-    save_runs,
-)
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.metrics import METRICS, ndcg_at_k
+from retrieval.evaluation.prepare import parse_set
+from retrieval.evaluation.report_text import format_report
+from retrieval.evaluation.run_files import save_runs
+from retrieval.evaluation.scoring import aggregate
 from retrieval.evaluation.sweeps import parse_sweep, sweep
+from retrieval.evaluation.turn_runs import CONFIGS, eval_settings, latency, run_turns
 from retrieval.parents import best_per_parent
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, ROOT

@@ -129,7 +129,7 @@ def test_an_unreadable_corpus_name_is_not_echoed_whole(ui):
 
 def test_a_tampered_a_vs_b_copy_in_the_browser_is_escaped():
     from inspector import compare_eval
-    from retrieval.evaluation.evaluate import CONFIGS
+    from retrieval.evaluation.turn_runs import CONFIGS
 
     side = {c: {} for c in CONFIGS}
     sig = {

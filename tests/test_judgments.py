@@ -63,7 +63,7 @@ def test_another_process_sees_judgments_and_they_survive_it(settings):
 
 
 def test_eval_corpus_merges_judgments_into_the_labeled_turns(settings):
-    from retrieval.evaluation.evaluate import load_dataset
+    from retrieval.evaluation.prepare import load_dataset
 
     store = JudgmentStore(settings)
     store.put("shipped", LABELED.upper(), "device-gs60-e07", 3)  # overrides the label's 2

@@ -24,9 +24,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrieval.evaluation.evaluate import Progress, TurnRun, run_turns
 from retrieval.evaluation.metrics import score_turn
 from retrieval.evaluation.significance import DEFAULT_RESAMPLES, compare, holm
+from retrieval.evaluation.turn_runs import Progress, TurnRun, run_turns
 from retrieval.settings import ADR_RECIPE, Settings
 
 if TYPE_CHECKING:

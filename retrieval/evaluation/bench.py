@@ -386,9 +386,11 @@ def run_bench(args: argparse.Namespace) -> int:
         from retrieval.evaluation import corpus_bench
 
         logging.getLogger("retrieval").setLevel(logging.ERROR)
+        data = corpus_from_args(args, settings)
+        assert data is not None  # --corpus was given
         report = corpus_bench.run(
             settings,
-            corpus_from_args(args, settings),
+            data,
             args.index_chunks,
             hardware=hardware(),
             log=lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True),

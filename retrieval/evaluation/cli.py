@@ -11,22 +11,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval.evaluation import bench, bench_map, lab, tune
-from retrieval.evaluation.evaluate import (
-    CONFIGS,
-    DEFAULT_DEPTH,
-    _check_configs,
+from retrieval.evaluation.evaluate import evaluate
+from retrieval.evaluation.prepare import (
     build_retriever,
-    evaluate,
-    format_report,
     load_dataset,
     parse_set,
     recipe_overrides,
-    run_turns,
-    save_runs,
     use_stored_calibration,
 )
+from retrieval.evaluation.report_text import format_report
+from retrieval.evaluation.run_files import save_runs
 from retrieval.evaluation.significance import DEFAULT_RESAMPLES
 from retrieval.evaluation.sweeps import DEFAULT_SWEEPS, format_sweep, parse_sweep, sweep, sweep_figure
+from retrieval.evaluation.turn_runs import CONFIGS, DEFAULT_DEPTH, check_configs, run_turns
 
 if TYPE_CHECKING:
     from retrieval.corpus import Dataset
@@ -134,7 +131,7 @@ def run_eval(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     settings = settings_from_args(args, **{**recipe_overrides(args), **parse_set(args.set)})
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    _check_configs(configs)
+    check_configs(configs)
     sweeps = [parse_sweep(s) for s in args.sweep]
     for name, values in sweeps:  # a bad value is refused now, not after the whole evaluation has run
         for value in values if name != "depth" else ():

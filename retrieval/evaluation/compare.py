@@ -2,7 +2,7 @@
 over every labeled turn (``python -m retrieval eval --compare`` and the Evaluation tab).
 
 The per-list metrics are the evaluator's own functions (``retrieval.evaluation.metrics``) over the same
-parent-level lists the evaluator scores (``evaluate.ranked_parents``), so a column's nDCG@10 in the inspector is
+parent-level lists the evaluator scores (``turn_runs.ranked_parents``), so a column's nDCG@10 in the inspector is
 the number ``eval`` would give that list.
 """
 
@@ -13,18 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from retrieval.compare import changed_settings
 from retrieval.corpus import Dataset
-from retrieval.evaluation.evaluate import (
-    CONFIGS,
-    DEFAULT_DEPTH,
-    Progress,
-    _table,
-    aggregate,
-    per_turn_scores,
-    ranked_parents,
-    run_turns,
-)
 from retrieval.evaluation.metrics import Qrels, ndcg_at_k, recall_at_k
+from retrieval.evaluation.report_text import text_table
+from retrieval.evaluation.scoring import aggregate, per_turn_scores
 from retrieval.evaluation.significance import DEFAULT_RESAMPLES, compare
+from retrieval.evaluation.turn_runs import CONFIGS, DEFAULT_DEPTH, Progress, ranked_parents, run_turns
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:
@@ -133,7 +126,7 @@ def format_compare(report: Mapping[str, Any]) -> str:
     changed = ", ".join(f"{n} {v['a']} → {v['b']}" for n, v in report["changed"].items()) or "nothing"
     lines = [f"dataset: {report['dataset']}   turns: {len(report['turns'])}   B changes: {changed}", ""]
     metrics = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
-    lines += _table(
+    lines += text_table(
         ["config", *metrics],
         [[f"{side} {c}", *(report[side][c].get(m) for m in metrics)] for c in CONFIGS for side in ("a", "b")],
     )
@@ -148,7 +141,7 @@ def format_compare(report: Mapping[str, Any]) -> str:
     changed_turns = fixed_and_broken(report)
     if changed_turns:
         lines += ["", "turns B changed (most broken first)"]
-        lines += _table(
+        lines += text_table(
             ["id", f"a {METRIC}", f"b {METRIC}", "delta", "text"],
             [[t["id"], t[f"a_{METRIC}"], t[f"b_{METRIC}"], t["delta"], t["text"]] for t in changed_turns],
         )

@@ -18,8 +18,9 @@ from retrieval.corpora import SHIPPED, is_indexed, is_ready, retriever_for
 from retrieval.corpus import Dataset
 from retrieval.encoders import canonical_embedder
 from retrieval.evaluation.compare import compare_configs
-from retrieval.evaluation.evaluate import CONFIGS, DEFAULT_DEPTH, Progress, evaluate
+from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.labeled import SAMPLE_SEED, labeled_dataset, sample_turns
+from retrieval.evaluation.turn_runs import CONFIGS, DEFAULT_DEPTH, Progress
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:

@@ -236,7 +236,8 @@ def run_lab(
 ) -> dict[str, Any]:
     """The lab contract as a dict (see the module docstring). Deterministic for a given seed and index."""
     from retrieval.corpus import fingerprint, load_shipped
-    from retrieval.evaluation.evaluate import DEFAULT_DEPTH, evaluate
+    from retrieval.evaluation.evaluate import evaluate
+    from retrieval.evaluation.turn_runs import DEFAULT_DEPTH
     from retrieval.settings import PROJECT_ROOT, Settings
 
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -245,7 +246,7 @@ def run_lab(
     settings = settings or Settings.from_env()
     dataset = dataset or load_shipped(settings.corpus_path)
     if retriever is None:
-        from retrieval.evaluation.evaluate import build_retriever
+        from retrieval.evaluation.prepare import build_retriever
 
         retriever, settings = build_retriever(dataset, settings)
     report = evaluate(dataset, retriever, settings, depth=DEFAULT_DEPTH, seed=seed, resamples=resamples)
@@ -448,7 +449,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_lab_command(args: argparse.Namespace) -> int:
-    from retrieval.evaluation.evaluate import recipe_overrides
+    from retrieval.evaluation.prepare import recipe_overrides
     from retrieval.settings import Settings
 
     settings = Settings.from_env(**recipe_overrides(args))

@@ -7,17 +7,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrieval.evaluation.evaluate import (
-    CONFIGS,
-    DEFAULT_DEPTH,
-    Progress,
-    _fmt,
-    _table,
-    aggregate,
-    eval_settings,
-    parse_set,
-    run_turns,
-)
+from retrieval.evaluation.prepare import parse_set
+from retrieval.evaluation.report_text import cell, text_table
+from retrieval.evaluation.scoring import aggregate
+from retrieval.evaluation.turn_runs import CONFIGS, DEFAULT_DEPTH, Progress, eval_settings, run_turns
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:
@@ -103,10 +96,10 @@ def format_sweep(result: Mapping[str, Any], metric: str = "ndcg@10", width: int 
     """A table plus an ASCII bar chart of ``metric`` per configuration over the swept values."""
     configs = [c for c in CONFIGS if c in result["rows"][0]]
     lines = [f"sweep {result['param']}: {metric} (recall@100 in brackets)"]
-    lines += _table(
+    lines += text_table(
         [result["param"], *configs],
         [
-            [row["value"], *(f"{_fmt(row[c][metric])} [{_fmt(row[c]['recall@100'])}]" for c in configs)]
+            [row["value"], *(f"{cell(row[c][metric])} [{cell(row[c]['recall@100'])}]" for c in configs)]
             for row in result["rows"]
         ],
     )
@@ -121,7 +114,7 @@ def format_sweep(result: Mapping[str, Any], metric: str = "ndcg@10", width: int 
             for row in result["rows"]:
                 v = row[c][metric]
                 bar = "" if v is None or hi == lo else "#" * max(1, round(width * (v - lo) / (hi - lo)))
-                lines.append(f"    {str(row['value']):>6} {bar:<{width}} {_fmt(v)}")
+                lines.append(f"    {str(row['value']):>6} {bar:<{width}} {cell(v)}")
     return "\n".join(lines)
 
 

@@ -364,7 +364,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrieval.dense import stderr_progress
-    from retrieval.evaluation.evaluate import build_retriever, load_dataset
+    from retrieval.evaluation.prepare import build_retriever, load_dataset
 
     settings = Settings.from_env()
     args.limit, args.queries = None, None
