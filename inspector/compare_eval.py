@@ -17,7 +17,7 @@ import gradio as gr
 from inspector import handlers, jobs, state
 from inspector.render import esc
 from retrieval.compare import PRESETS, preset_values
-from retrieval.corpora import SHIPPED
+from retrieval.corpus_entries import SHIPPED
 from retrieval.evaluation.compare import METRIC, fixed_and_broken
 from retrieval.evaluation.labeled import describe, labeled_entries
 from retrieval.evaluation.prepare import parse_set

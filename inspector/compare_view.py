@@ -18,8 +18,11 @@ import gradio as gr
 
 from inspector import handlers, render, state
 from retrieval.compare import PRESETS, STAGES, ListDiff, diff_results, preset_values, summarize
-from retrieval.corpora import SHIPPED, Registry, is_indexed, is_ready, labels_by_turn, open_within, turn_key
+from retrieval.corpora import Registry
 from retrieval.corpus import CorpusError
+from retrieval.corpus_entries import SHIPPED
+from retrieval.corpus_retrievers import is_indexed, is_ready
+from retrieval.corpus_turns import labels_by_turn, open_within, turn_key
 from retrieval.encoders import canonical_embedder
 from retrieval.evaluation.compare import stage_metrics
 from retrieval.formats import LoadError

@@ -17,7 +17,8 @@ from typing import Any
 
 from inspector import render
 from inspector.examples import EXAMPLES
-from retrieval.corpora import SHIPPED, CorpusData, Registry, medication_cards
+from retrieval.corpora import Registry
+from retrieval.corpus_entries import SHIPPED, CorpusData, medication_cards
 
 log = logging.getLogger(__name__)
 

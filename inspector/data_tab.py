@@ -19,9 +19,12 @@ import gradio as gr
 
 from inspector import handlers, render, uploads
 from retrieval import quotas
-from retrieval.corpora import SHIPPED, Registry, is_ready, job_for, owner_hash, start_index
+from retrieval.corpora import Registry
+from retrieval.corpus_entries import SHIPPED, owner_hash
+from retrieval.corpus_retrievers import is_ready
 from retrieval.encoders import BUNDLED_EMBEDDERS
 from retrieval.formats import Limits, LoadError
+from retrieval.index_jobs import job_for, start_index
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +334,7 @@ def attach_collection(
 def calibration_html(name: str | None) -> str:
     """The picked corpus's refusal calibration: its thresholds and what it refuses on held-out turns, per level
     (or that it runs, failed, or is not calibrated yet). Everything escaped."""
-    from retrieval.corpora import calibration_state
+    from retrieval.corpus_retrievers import calibration_state
 
     try:
         data = _registry().open(name or SHIPPED)
@@ -384,7 +387,7 @@ def _frac(pair: list[int]) -> str:
 def recalibrate(name: str | None, token: str | None = None) -> str:
     """Start calibrating the picked corpus again (in the background, one corpus at a time): only for a corpus this
     session uploaded or attached (``Registry.may_calibrate``); the panel says so."""
-    from retrieval.corpora import start_calibration
+    from retrieval.corpus_retrievers import start_calibration
 
     try:
         registry = _registry()

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from inspector import handlers, jobs, why_view
 from inspector.compare_eval import build_compare_section, limit_value, sampled
 from inspector.figures import failsafe, message_figure, plot_text
-from retrieval.corpora import SHIPPED
+from retrieval.corpus_entries import SHIPPED
 from retrieval.evaluation.labeled import describe, labeled_entries
 from retrieval.evaluation.run_files import load_report
 from retrieval.evaluation.sweeps import sweep_figure

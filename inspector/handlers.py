@@ -31,7 +31,7 @@ import plotly.graph_objects as go
 
 from inspector import badge, figures, map_view, render, state, turn_notes
 from retrieval.context import REFUSAL, Context, build_context
-from retrieval.corpora import turn_corpus
+from retrieval.corpus_turns import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever
 from retrieval.query import QueryError, clean_query

@@ -20,7 +20,8 @@ from typing import Any
 
 from inspector import handlers
 from inspector.render import esc, render_message
-from retrieval.corpora import SHIPPED, CorpusData, Registry, owner_hash
+from retrieval.corpora import Registry
+from retrieval.corpus_entries import SHIPPED, CorpusData, owner_hash
 from retrieval.judgments import LABEL, Judgment, JudgmentStore, check_grade, corpus_identity, mark_scope
 from retrieval.query import QueryError, clean_query
 
@@ -91,8 +92,8 @@ def _saved_note(scope: str, data: CorpusData) -> str:
 
 def save(query: str, card: str | None, grade: Any, corpus: str | None, token: str | None) -> tuple[str, str]:
     """Record a grade for (turn, card) as a label or this session's mark; (the turn's judgments, the token)."""
-    from retrieval.corpora import turn_corpus
     from retrieval.corpus import fingerprint
+    from retrieval.corpus_turns import turn_corpus
     from retrieval.why import cards_of, find_card
 
     token = token or secrets.token_urlsafe(24)
@@ -124,7 +125,7 @@ def save(query: str, card: str | None, grade: Any, corpus: str | None, token: st
 
 def undo(query: str, corpus: str | None, token: str | None) -> str:
     """Take back this session's latest change on this turn (a label it set as the owner, or its own mark)."""
-    from retrieval.corpora import turn_corpus
+    from retrieval.corpus_turns import turn_corpus
     from retrieval.why import cards_of
 
     if not token:

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from retrieval.compare import PRESETS, preset_values
-from retrieval.corpora import SHIPPED
+from retrieval.corpus_entries import SHIPPED
 from retrieval.query import MAX_QUERY_CHARS
 from retrieval.settings import CONTROLS, Settings, knob_for
 

@@ -5,7 +5,7 @@ thresholds of before in force until it ends."""
 from __future__ import annotations
 
 from inspector import render
-from retrieval.corpora import running_calibration
+from retrieval.corpus_retrievers import running_calibration
 
 
 def calibration_note(corpus: str | None) -> str:

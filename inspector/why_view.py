@@ -26,7 +26,7 @@ import gradio as gr
 
 from inspector import handlers, jobs, judge_view
 from inspector.render import esc, render_message
-from retrieval.corpora import SHIPPED
+from retrieval.corpus_entries import SHIPPED
 from retrieval.judgments import GRADES, turn_key
 from retrieval.query import QueryError
 from retrieval.why import cards_of, explain

@@ -155,7 +155,8 @@ def corpus_from_args(args: argparse.Namespace, settings: Settings) -> CorpusData
 
 
 def run_index(args: argparse.Namespace) -> int:
-    from retrieval.corpora import Registry, start_index
+    from retrieval.corpora import Registry
+    from retrieval.index_jobs import start_index
 
     settings = settings_from_args(args)
     registry = Registry(settings)
@@ -215,7 +216,7 @@ def run_index(args: argparse.Namespace) -> int:
 
 def _wait_calibration(data: CorpusData, settings: Settings, job: CalibrationJob | None = None) -> None:
     """Wait for the corpus's refusal calibration (started when it was indexed), printing its progress."""
-    from retrieval.corpora import calibration_state
+    from retrieval.corpus_retrievers import calibration_state
 
     job = job or calibration_state(data, settings)[1]
     while job is not None and job.active:  # queued behind another corpus's, or running
@@ -236,7 +237,7 @@ def _wait_map(data: CorpusData, settings: Settings) -> None:
     """Wait for the corpus's map (``retrieval.projection``, started when it was indexed), printing its progress: a
     daemon thread would die with this process before the map is kept in the store."""
     from retrieval import projection
-    from retrieval.corpora import retriever_for
+    from retrieval.corpus_retrievers import retriever_for
 
     store = retriever_for(data, settings).dense
     job = projection.request(store) if store is not None else None
@@ -249,7 +250,8 @@ def _wait_map(data: CorpusData, settings: Settings) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     from retrieval import calibration
-    from retrieval.corpora import Registry, start_calibration
+    from retrieval.corpora import Registry
+    from retrieval.corpus_retrievers import start_calibration
 
     settings = settings_from_args(args)
     data = Registry(settings).open(getattr(args, "corpus", None), paths=True)
@@ -265,7 +267,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    from retrieval.corpora import retriever_for
+    from retrieval.corpus_retrievers import retriever_for
     from retrieval.pipeline import get_retriever
 
     settings = settings_from_args(args)
@@ -280,7 +282,7 @@ def run_query(args: argparse.Namespace) -> int:
 
 
 def run_why(args: argparse.Namespace) -> int:
-    from retrieval.corpora import retriever_for
+    from retrieval.corpus_retrievers import retriever_for
     from retrieval.pipeline import get_retriever
     from retrieval.why import explain
     from retrieval.why_report import format_why

@@ -27,7 +27,8 @@ class Upload:
 
 def main() -> None:
     from inspector import data_tab, handlers
-    from retrieval.corpora import Registry, job_for, start_index
+    from retrieval.corpora import Registry
+    from retrieval.index_jobs import job_for, start_index
     from retrieval.settings import Settings
 
     settings = Settings.from_env()
@@ -61,7 +62,7 @@ def main() -> None:
             if cmd.get("start_at"):  # a wall-clock time both processes wait for: they start indexing together
                 time.sleep(max(0.0, float(cmd["start_at"]) - time.time()))
             snap = start_index(data, settings).wait(900)
-            from retrieval.corpora import retriever_for
+            from retrieval.corpus_retrievers import retriever_for
 
             dense = retriever_for(data, settings).dense if snap["status"] == "done" else None
             return {

@@ -88,7 +88,8 @@ def test_the_data_tab_attaches_a_collection_of_the_store(store):
     """The same from the page: the Data tab lists the store's own-made collections, attaches one (the session may
     forget it again) and refuses one of another model with the mismatch in its message."""
     from inspector import data_tab, handlers
-    from retrieval.corpora import Registry, job_for
+    from retrieval.corpora import Registry
+    from retrieval.index_jobs import job_for
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 

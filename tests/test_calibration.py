@@ -187,12 +187,12 @@ def test_a_calibration_stored_by_another_process_reaches_this_ones_open_retrieve
     import subprocess
     import sys
 
-    from retrieval import corpora
+    from retrieval import corpora, corpus_retrievers
     from retrieval.settings import PROJECT_ROOT
 
     settings = mini_settings.replace(chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"))
     data, _ = corpora.Registry(settings).add(MINI_CARDS, "mini-reread")
-    retriever = corpora.retriever_for(data, settings)
+    retriever = corpus_retrievers.retriever_for(data, settings)
     assert getattr(retriever, "calibration", None) is None
     writer = f"""
 import sys
@@ -206,9 +206,11 @@ calibration.save(s, data.chunks, calibration.Calibration(
     RefusalThresholds(min_cross_encoder=-1.5, source="calibrated by another process"), report))
 """
     subprocess.run([sys.executable, "-c", writer], check=True, cwd=PROJECT_ROOT, timeout=120)
-    monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 3600.0)
-    assert getattr(corpora.retriever_for(data, settings), "calibration", None) is None  # read within the interval
-    monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 0.0)
-    again = corpora.retriever_for(data, settings)
+    monkeypatch.setattr(corpus_retrievers, "CALIBRATION_REREAD_S", 3600.0)
+    assert (
+        getattr(corpus_retrievers.retriever_for(data, settings), "calibration", None) is None
+    )  # read within the interval
+    monkeypatch.setattr(corpus_retrievers, "CALIBRATION_REREAD_S", 0.0)
+    again = corpus_retrievers.retriever_for(data, settings)
     assert again is retriever and again.calibration.thresholds.source == "calibrated by another process"
     assert thresholds_for(again.calibration, settings).min_cross_encoder == -1.5

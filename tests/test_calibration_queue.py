@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 
 from retrieval import calibration_jobs
-from retrieval.corpora import Registry, calibration_state, start_calibration
+from retrieval.corpora import Registry
+from retrieval.corpus_retrievers import calibration_state, start_calibration
 from tests.test_corpus_owner import _upload, page  # noqa: F401  (the fixture)
 
 

@@ -159,7 +159,8 @@ def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_
     """B on another model over a corpus of the Data tab that has no index of that model is refused (never scored on
     A's index), and the page says how to get one: the Data tab indexes only for the app's model."""
     from inspector import compare_view, handlers
-    from retrieval.corpora import Registry, start_index
+    from retrieval.corpora import Registry
+    from retrieval.index_jobs import start_index
 
     base = mini_settings.replace(
         chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"), data_root=str(tmp_path / "eval")

@@ -142,7 +142,8 @@ def test_a_link_opens_its_corpus_or_says_why_not(data_root_ui, monkeypatch):
     says so; a path is never opened."""
     import gradio as gr
 
-    from retrieval.corpora import Registry, job_for, start_index
+    from retrieval.corpora import Registry
+    from retrieval.index_jobs import job_for, start_index
 
     monkeypatch.setattr(compare_view, "LINK_WAIT_S", 0.0)
     registry = Registry(handlers.base_settings())

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import corpora
-from retrieval.corpora import Registry, sanitise, start_index
+from retrieval import corpus_adding, corpus_loading
+from retrieval.corpora import Registry
 from retrieval.corpus import split_cards
+from retrieval.corpus_entries import sanitise
 from retrieval.formats import Limits, LoadError, load_any
+from retrieval.index_jobs import start_index
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 
@@ -297,7 +299,7 @@ def test_registry_lists_shipped_indexed_and_beir_and_reuses_same_content(registr
     assert new and data.entry.name == "my-cards" and data.entry.kind == "indexed"
     assert data.entry.source == "" and not (tmp_path / "data" / "uploads").exists()  # the store keeps it, no file
     upload.unlink()  # the upload's temporary file goes away: the corpus opens from the store alone
-    corpora._LOADED.clear()
+    corpus_loading._LOADED.clear()
     fresh = Registry(registry_settings).load(Registry(registry_settings).get("my-cards"))
     assert (
         fresh.cards == data.cards and fresh.chunks == data.chunks and fresh.entry.fingerprint == data.entry.fingerprint
@@ -318,18 +320,18 @@ def test_a_corpus_stored_by_the_chunker_before_opens_with_todays_split(registry_
     from retrieval.corpus import fingerprint
 
     card = {"id": "zh1", "title": "说明", "lang": "zh", "topic": "", "text": "本品为白色片剂。" * 40}
-    monkeypatch.setattr(corpora, "split_cards", lambda cards, words=60: split_cards(cards, words, legacy=True))
+    monkeypatch.setattr(corpus_adding, "split_cards", lambda cards, words=60: split_cards(cards, words, legacy=True))
     data, _ = Registry(registry_settings).add(jsonl(tmp_path / "zh.jsonl", [card]), copy=True)
     assert data.entry.chunks == 1  # the chunker before: one sub-chunk of 320 characters
     monkeypatch.undo()
-    corpora._LOADED.clear()
+    corpus_loading._LOADED.clear()
     reopened = Registry(registry_settings).open("zh")
     assert len(reopened.chunks) == 3 and reopened.chunks == tuple(split_cards(reopened.cards))
     assert corpus_store.meta_of(registry_settings, "zh")["fingerprint"] == fingerprint(reopened.chunks)
-    corpora._LOADED.clear()
+    corpus_loading._LOADED.clear()
     assert Registry(registry_settings).open("zh").entry.fingerprint == fingerprint(reopened.chunks)
     corpus_store.update(registry_settings, "zh", fingerprint="0" * 16)  # neither chunker gives it
-    corpora._LOADED.clear()
+    corpus_loading._LOADED.clear()
     with pytest.raises(LoadError, match="do not give the fingerprint recorded with them"):
         Registry(registry_settings).open("zh")
 
@@ -354,7 +356,7 @@ def test_index_job_shared_by_two_requests_then_query_then_delete(registry_settin
     assert start_index(data, registry_settings) is job  # a second request attaches to the same job
     snap = job.wait(600)
     assert snap["status"] == "done" and snap["done"] == snap["total"] == 2, snap
-    from retrieval.corpora import retriever_for
+    from retrieval.corpus_retrievers import retriever_for
 
     retriever = retriever_for(data, registry_settings)
     result = retriever.retrieve("glass of water", registry_settings)
@@ -394,7 +396,7 @@ def test_unknown_corpus_lists_the_names(registry_settings):
 def test_the_page_and_links_never_open_a_path(registry_settings, tmp_path, path):
     """A corpus from a browser, an API call or a link is a name in the registry, never a file or folder on the server
     (only the CLI, run by the machine's owner, takes paths)."""
-    from retrieval.corpora import open_for_turns
+    from retrieval.corpus_turns import open_for_turns
 
     secret = jsonl(tmp_path / "secret.jsonl", [{"id": "s1", "title": "token", "text": "hunter2"}])
     for wanted in (path, str(secret)):

@@ -12,7 +12,10 @@ import stat
 import pytest
 
 from retrieval.context import REFUSAL
-from retrieval.corpora import NEUTRAL_REFUSAL, Registry, job_for, open_within, start_index
+from retrieval.corpora import Registry
+from retrieval.corpus_entries import NEUTRAL_REFUSAL
+from retrieval.corpus_turns import open_within
+from retrieval.index_jobs import job_for, start_index
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.corpora import Registry, start_index
+from retrieval.corpora import Registry
 from retrieval.evaluation.compare import METRIC
 from retrieval.evaluation.corpus_eval import compare_corpus, evaluate_corpus, open_labeled
 from retrieval.evaluation.evaluate import evaluate
 from retrieval.evaluation.labeled import describe, labeled_dataset, labeled_entries
 from retrieval.evaluation.prepare import load_dataset
 from retrieval.evaluation.turn_runs import CONFIGS
+from retrieval.index_jobs import start_index
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 
@@ -217,9 +218,9 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
     def main(argv: list[str]) -> int:  # ``python -m retrieval`` in this process
         return cli_main(argv, registrars=(register,))
 
-    from retrieval import corpora
+    from retrieval import corpus_retrievers
 
-    monkeypatch.setattr(corpora, "CALIBRATION_REREAD_S", 0.0)  # the page reads the store at every open
+    monkeypatch.setattr(corpus_retrievers, "CALIBRATION_REREAD_S", 0.0)  # the page reads the store at every open
     make_beir(tmp_path / "eval" / "calbeir", DOCS, TURNS)
     settings = Settings(
         corpus_path=str(MINI_CARDS),

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from retrieval import judgments
-from retrieval.corpora import Registry, owner_hash
+from retrieval.corpora import Registry
+from retrieval.corpus_entries import owner_hash
 from retrieval.evaluation.labeled import labeled_dataset, labeled_entries
 from retrieval.judgment_files import import_files
 from retrieval.judgments import LABEL, JudgmentStore, corpus_identity, mark_scope

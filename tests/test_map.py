@@ -18,7 +18,9 @@ import pytest
 from inspector import handlers, map_view
 from inspector.render import doc_colors
 from retrieval import projection
-from retrieval.corpora import Registry, retriever_for, start_index
+from retrieval.corpora import Registry
+from retrieval.corpus_retrievers import retriever_for
+from retrieval.index_jobs import start_index
 from retrieval.settings import Settings
 from tests.conftest import MINI_CARDS, PATIENT
 

@@ -149,7 +149,8 @@ def test_judgements_that_name_unknown_ids_are_skipped_and_said(tmp_path):
 
 def test_an_upload_says_what_it_skipped(tmp_path):
     from inspector import data_tab, handlers
-    from retrieval.corpora import Registry, job_for
+    from retrieval.corpora import Registry
+    from retrieval.index_jobs import job_for
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 
@@ -212,7 +213,8 @@ def test_the_same_cards_again_with_labeled_turns_keep_their_turns(tmp_path):
 def test_a_cycling_corpus_answers_the_cycling_questions_of_the_out_of_domain_pool(tmp_path):
     """The pool of out-of-domain examples was written for the medication cards: it holds cycling questions. On a
     cycling corpus they are its own questions, not examples of what it does not cover."""
-    from retrieval.corpora import Registry, retriever_for
+    from retrieval.corpora import Registry
+    from retrieval.corpus_retrievers import retriever_for
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 
@@ -313,7 +315,8 @@ def test_someone_elses_cards_at_corpus_path_do_not_speak_of_medication(tmp_path)
     medication banner, the GlucoSense examples and placeholder, or the pharmacist refusal."""
     from inspector import corpus_words
     from retrieval.context import REFUSAL
-    from retrieval.corpora import NEUTRAL_REFUSAL, Registry
+    from retrieval.corpora import Registry
+    from retrieval.corpus_entries import NEUTRAL_REFUSAL
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 

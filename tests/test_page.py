@@ -13,8 +13,8 @@ import gradio as gr
 
 from inspector import badge, corpus_words, handlers, presenter, render, state, ui
 from inspector.examples import EXAMPLES
-from retrieval.corpora import CorpusData, CorpusEntry
 from retrieval.corpus import LabeledQuery, load_cards
+from retrieval.corpus_entries import CorpusData, CorpusEntry
 from retrieval.types import Card, Chunk
 from tests.conftest import SHIPPED_CARDS, control_values
 

@@ -19,8 +19,11 @@ import time
 import pytest
 
 from retrieval import corpus_store
-from retrieval.corpora import Registry, collection_names, is_ready, retriever_for, start_index, turn_corpus
+from retrieval.corpora import Registry
+from retrieval.corpus_retrievers import collection_names, is_ready, retriever_for
+from retrieval.corpus_turns import turn_corpus
 from retrieval.formats import Limits
+from retrieval.index_jobs import start_index
 from retrieval.settings import Settings
 from tests.chroma_server import ChromaServer
 from tests.conftest import MINI_CARDS

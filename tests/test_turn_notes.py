@@ -7,7 +7,9 @@ import re
 
 from inspector import data_tab, turn_notes
 from retrieval import calibration_jobs
-from retrieval.corpora import SHIPPED, CalibrationJob, Registry
+from retrieval.calibration_jobs import CalibrationJob
+from retrieval.corpora import Registry
+from retrieval.corpus_entries import SHIPPED
 from tests.conftest import control_values
 
 

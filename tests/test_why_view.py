@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from inspector import why_view
-from retrieval.corpora import owner_hash
+from retrieval.corpus_entries import owner_hash
 from retrieval.judgments import JudgmentStore, mark_scope
 from tests.conftest import control_values
 

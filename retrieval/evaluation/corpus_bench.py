@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from retrieval.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
-    from retrieval.corpora import CorpusData
+    from retrieval.corpus_entries import CorpusData
 
 _REOPEN = r"""
 import json, sys, time

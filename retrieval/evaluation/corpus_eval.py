@@ -14,8 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrieval.corpora import SHIPPED, is_indexed, is_ready, retriever_for
 from retrieval.corpus import Dataset
+from retrieval.corpus_entries import SHIPPED
+from retrieval.corpus_retrievers import is_indexed, is_ready, retriever_for
 from retrieval.encoders import canonical_embedder
 from retrieval.evaluation.compare import compare_configs
 from retrieval.evaluation.evaluate import evaluate
@@ -123,8 +124,9 @@ def index_for(
         IndexingCancelled: ``cancel`` was set.
         ValueError: the job failed, or the dense branch is unavailable.
     """
-    from retrieval.corpora import Registry, job_for, start_index
+    from retrieval.corpora import Registry
     from retrieval.dense import IndexingCancelled
+    from retrieval.index_jobs import job_for, start_index
     from retrieval.pipeline import get_retriever, has_retriever
 
     data = None if not name or name == SHIPPED else Registry(settings).open(name)

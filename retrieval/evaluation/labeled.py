@@ -14,8 +14,9 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from retrieval.corpora import SHIPPED, STORED, CorpusData, CorpusEntry, Registry
+from retrieval.corpora import Registry
 from retrieval.corpus import Dataset, load_shipped
+from retrieval.corpus_entries import SHIPPED, STORED, CorpusData, CorpusEntry
 from retrieval.judgments import JudgmentStore, corpus_identity, merge
 from retrieval.settings import Settings
 
