@@ -19,7 +19,7 @@ def test_only_the_owner_re_runs_a_calibration_from_the_page(page, tmp_path):  # 
     owner, _ = _upload(tmp_path, "notes", None)
     for name, token in (("shipped", owner), ("notes", "another session"), ("notes", None)):
         shown = data_tab.recalibrate(name, token)
-        assert "can re-run its refusal calibration" in shown or "only corpora uploaded" in shown, shown
+        assert "may re-run its refusal calibration" in shown or "only corpora uploaded" in shown, shown
         assert calibration_state(Registry(page).open(name), page)[1] is None  # nothing started
     calibration_jobs._CALIBRATION_SLOT.acquire()  # another corpus's calibration runs: the owner's waits its turn
     try:
