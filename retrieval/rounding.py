@@ -28,6 +28,9 @@ def half_up(value: float | Fraction | Decimal, places: int = 5) -> Decimal:
             exact = value
         else:
             exact = Decimal(repr(float(value)))
+        if not exact.is_finite():  # inf or nan, from a hostile or broken input: nothing to round
+            return exact
+        ctx.prec = max(ctx.prec, exact.adjusted() + places + 2)  # room for every digit of a huge value (1e308)
         return exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 

@@ -10,8 +10,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
-# A path into docs/ built in a test: ROOT / "docs", "docs/x.png", ... (this file only names it in a pattern)
-INTO_DOCS = re.compile(r"""ROOT\s*/\s*["']docs["']|["']docs/[^"']*\.png["']""")
+# A picture path into docs/ built in a test (ROOT / "docs" / "x.png", "docs/x.png"), or a screenshot saved under a
+# docs folder; reading the docs' pages (tests/test_docs_reference.py) is not writing them. This file only names
+# the pattern.
+INTO_DOCS = re.compile(
+    r"""ROOT\s*/\s*["']docs["'][^\n]*\.png|["']docs/[^"']*\.png["']|screenshot\([^\n]*\bdocs\b|\bDOCS\s*/[^\n]*\.png"""
+)
 
 
 def test_no_test_writes_into_docs():

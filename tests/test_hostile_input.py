@@ -210,7 +210,7 @@ def test_a_malformed_slider_value_sent_to_a_page_event_gets_a_message_not_a_proc
         "apply_preset",
         "update_classroom",
         "update_fusions",
-        "judged_view",
+        "judged_view_for",
         "rerun_turn",
     ):
         for bad in ("abc", [1], math.nan):

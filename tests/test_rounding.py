@@ -18,3 +18,8 @@ def test_half_rounds_up_as_the_class_writes_it():
 def test_a_negative_number_of_places_is_refused():
     with pytest.raises(ValueError, match="places must be 0 or more"):
         round_half_up(0.5, -1)
+
+
+def test_a_huge_or_non_finite_value_is_not_an_error():
+    assert round_half_up(1e308, 1).startswith("1000") and round_half_up(1e308, 1).endswith(".0")
+    assert round_half_up(float("inf")) == "Infinity" and round_half_up(float("nan")) == "NaN"
