@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inspector import handlers
-from inspector.render import esc, render_message
+from inspector.html_text import esc
+from inspector.render import render_message
 from retrieval.corpora import SHIPPED, CorpusData, Registry, owner_hash
 from retrieval.judgments import LABEL, Judgment, JudgmentStore, check_grade, corpus_identity, mark_scope
 from retrieval.query import QueryError, clean_query

@@ -25,7 +25,8 @@ from typing import Any
 import gradio as gr
 
 from inspector import handlers, jobs, judge_view
-from inspector.render import esc, render_message
+from inspector.html_text import esc
+from inspector.render import render_message
 from retrieval.corpora import SHIPPED
 from retrieval.judgments import GRADES, turn_key
 from retrieval.query import QueryError
