@@ -335,7 +335,7 @@ def attach(
             turn_outputs,
             preprocess=False,
             **private,
-        ).then(**compare_view._refresh_event(panel, query, controls, outputs, corpus_box))
+        ).then(**compare_view.refresh_event(panel, query, controls, outputs, corpus_box))
 
     return wire_apply
 
