@@ -12,7 +12,9 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-from inspector.render import COMMON_SHARE, LEVEL_WORDS, _head, esc
+from inspector.hit_rows import column_head
+from inspector.html_text import esc
+from inspector.render import COMMON_SHARE, LEVEL_WORDS
 from retrieval.query import normalisation_note, reveal_invisible
 from retrieval.settings import CONTROLS
 from retrieval.types import RetrievalResult
@@ -123,7 +125,7 @@ def render_pending_status(
 def pending_column(pairs: int) -> str:
     """The reranked column while the cross-encoder scores the fused head."""
     return (
-        f'<div class="col col-reranked pending">{_head("reranked", "scoring…", "idle")}'
+        f'<div class="col col-reranked pending">{column_head("reranked", "scoring…", "idle")}'
         f'<div class="rows"><div class="empty scoring">scoring {pairs} pairs with the cross-encoder…</div>'
         f"</div></div>"
     )

@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 
 from inspector import handlers, jobs, state
-from inspector.render import esc
+from inspector.html_text import esc
 from retrieval.compare import PRESETS, preset_values
 from retrieval.corpus_entries import SHIPPED
 from retrieval.evaluation.compare import METRIC, fixed_and_broken

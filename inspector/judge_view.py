@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inspector import handlers
-from inspector.render import esc, render_message
+from inspector.html_text import esc
+from inspector.render import render_message
 from retrieval.corpora import Registry
 from retrieval.corpus_entries import SHIPPED, CorpusData, owner_hash
 from retrieval.judgments import LABEL, Judgment, JudgmentStore, check_grade, corpus_identity, mark_scope

@@ -25,7 +25,8 @@ from typing import Any
 import gradio as gr
 
 from inspector import handlers, jobs, judge_view
-from inspector.render import esc, render_message
+from inspector.html_text import esc
+from inspector.render import render_message
 from retrieval.corpus_entries import SHIPPED
 from retrieval.judgments import GRADES, turn_key
 from retrieval.query import QueryError
@@ -335,7 +336,7 @@ def attach(
             turn_outputs,
             preprocess=False,
             **private,
-        ).then(**compare_view._refresh_event(panel, query, controls, outputs, corpus_box))
+        ).then(**compare_view.refresh_event(panel, query, controls, outputs, corpus_box))
 
     return wire_apply
 

@@ -37,7 +37,7 @@ def test_per_turn_scores_and_the_paired_test(mini, mini_settings, ab):
     ds, b, report = ab
     runs_b = run_turns(ds, mini, b, refusals=False)
     assert [t["id"] for t in report["turns"]] == [q.id for q in ds.queries]
-    for turn, run in zip(report["turns"], runs_b):
+    for turn, run in zip(report["turns"], runs_b, strict=False):
         if not run.answerable:  # the no_match turn: no score, not a zero
             assert turn["b_ndcg@10"] is None and turn["delta"] is None
             continue
@@ -143,13 +143,13 @@ def test_a_vs_b_in_the_tab_scores_b_on_an_index_of_bs_model(tmp_path, mini_setti
 def test_compare_mode_runs_b_on_its_own_models_index(ui):
     """Compare mode in the Inspector: each side runs through ``handlers.execute``, whose retriever is keyed by the
     embedding model, so B's dense list is B's model's (checked, not assumed: the same fault as defect 3)."""
-    from inspector import compare_view
+    from inspector import compare_callbacks
     from retrieval.pipeline import get_retriever
 
     turn = "how do I clean the pump tubing"
     a = ui.default_controls()
     b = {**a, "embedding_model": OTHER_MODEL}
-    side_a, side_b = compare_view._side(turn, a, None), compare_view._side(turn, b, None)
+    side_a, side_b = compare_callbacks._side(turn, a, None), compare_callbacks._side(turn, b, None)
     own = get_retriever(ui.build_settings(b)).retrieve(turn, ui.build_settings(b))
     assert [h.score for h in side_b["result"].dense.hits] == [h.score for h in own.dense.hits]
     assert [h.score for h in side_b["result"].dense.hits] != [h.score for h in side_a["result"].dense.hits]
@@ -158,7 +158,7 @@ def test_compare_mode_runs_b_on_its_own_models_index(ui):
 def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_path, mini_settings):
     """B on another model over a corpus of the Data tab that has no index of that model is refused (never scored on
     A's index), and the page says how to get one: the Data tab indexes only for the app's model."""
-    from inspector import compare_view, handlers
+    from inspector import compare_callbacks, handlers
     from retrieval.corpora import Registry
     from retrieval.index_jobs import start_index
 
@@ -172,7 +172,7 @@ def test_compare_mode_on_a_data_tab_corpus_without_bs_index_says_what_to_do(tmp_
         data, _ = Registry(base).add(cards, "tubing")
         assert start_index(data, base).wait(300)["status"] == "done"
         a = handlers.default_controls()
-        view = compare_view.refresh(
+        view = compare_callbacks.refresh(
             "clean the pump tubing",
             True,
             None,

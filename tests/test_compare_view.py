@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from inspector import compare_view, handlers, state
+from inspector import compare_callbacks, compare_render, handlers, share_link, state
 from retrieval.compare import diff_lists
 from tests.conftest import control_values
 
@@ -24,46 +24,48 @@ def test_each_side_reruns_only_when_its_own_inputs_change(ui, monkeypatch):
     calls: list[dict] = []
     real = handlers.execute
     monkeypatch.setattr(handlers, "execute", lambda q, c, *a: calls.append(dict(c)) or real(q, c, *a))
-    html, boxes, kept, link, _ = compare_view.refresh(
+    html, boxes, kept, link, _ = compare_callbacks.refresh(
         TURN, True, {}, {}, None, "http://h/", *values(), *values(rrf_k=60)
     )
     assert len(calls) == 2 and 'id="cmp-rrf-b"' in html and "rrf_k 10 → 60" in html
     assert link.startswith("http://h/?q=GlucoSense") and "b.rrf_k=60" in link and "compare=1" in link
     calls.clear()
-    html2, _, kept2, _, _ = compare_view.refresh(TURN, True, {}, kept, None, "", *values(), *values(rrf_k=3))
+    html2, _, kept2, _, _ = compare_callbacks.refresh(TURN, True, {}, kept, None, "", *values(), *values(rrf_k=3))
     assert [c["rrf_k"] for c in calls] == [3]  # only B ran
     assert kept2["a"] is not kept["a"] and kept2["a"]["result"] is kept["a"]["result"]
     calls.clear()
-    compare_view.refresh(TURN, True, {}, kept2, None, "", *values(top_k=2), *values(rrf_k=3))
+    compare_callbacks.refresh(TURN, True, {}, kept2, None, "", *values(top_k=2), *values(rrf_k=3))
     assert [c["top_k"] for c in calls] == [2]  # only A ran
 
 
 def test_compare_off_only_updates_the_link(ui):
-    html, boxes, kept, link, _ = compare_view.refresh(TURN, False, {}, {}, "doc#1", "", *values(rrf_k=5), *values())
+    html, boxes, kept, link, _ = compare_callbacks.refresh(
+        TURN, False, {}, {}, "doc#1", "", *values(rrf_k=5), *values()
+    )
     assert html is not None and kept == {} and link == "?q=GlucoSense+GS-40+error+E-07&rrf_k=5&doc=doc%231"
 
 
 def test_untrusted_text_is_escaped_everywhere(ui):
-    html, _, _, _, _ = compare_view.refresh(INJECTION, True, {}, {}, None, "", *values(), *values(rrf_k=2))
+    html, _, _, _, _ = compare_callbacks.refresh(INJECTION, True, {}, {}, None, "", *values(), *values(rrf_k=2))
     assert 'id="cmp-final-b"' in html and "<img" not in html
     d = diff_lists([INJECTION], ['"><script>x</script>#0'])
-    row = compare_view._row('"><script>x</script>#0', 1, d, "b", {'"><script>x</script>': INJECTION}, set())
+    row = compare_render._row('"><script>x</script>#0', 1, d, "b", {'"><script>x</script>': INJECTION}, set())
     assert "<script>" not in row and "&lt;script&gt;" in row and "<img" not in row and "&lt;img" in row
-    msg = compare_view.compare_message(INJECTION)
+    msg = compare_render.compare_message(INJECTION)
     assert "<img" not in msg
 
 
 def test_ticked_cards_replace_the_labels_and_no_ticks_mean_no_metric(ui):
     args = (TURN, True, {}, {}, None, "", *values(), *values(rrf_k=60))
-    html, boxes, kept, _, _ = compare_view.refresh(*args)
+    html, boxes, kept, _, _ = compare_callbacks.refresh(*args)
     assert "nDCG@10" not in html  # the mini corpus has no labeled turns
     top = kept["a"]["result"].final[0].parent_id
-    ticked = compare_view.tick(TURN, [top], {})
-    html, boxes, _, _, _ = compare_view.refresh(TURN, True, ticked, kept, None, "", *values(), *values(rrf_k=60))
+    ticked = compare_callbacks.tick(TURN, [top], {})
+    html, boxes, _, _, _ = compare_callbacks.refresh(TURN, True, ticked, kept, None, "", *values(), *values(rrf_k=60))
     assert "nDCG@10 1.000" in html and "first relevant #1" in html and "this session&#x27;s marks" in html
     assert top in [c[1] for c in boxes.choices] or top in str(boxes.choices)
-    html, _, _, _, _ = compare_view.refresh(
-        TURN, True, compare_view.tick(TURN, [], ticked), kept, None, "", *values(), *values(rrf_k=60)
+    html, _, _, _, _ = compare_callbacks.refresh(
+        TURN, True, compare_callbacks.tick(TURN, [], ticked), kept, None, "", *values(), *values(rrf_k=60)
     )
     assert "nDCG@10" not in html
 
@@ -71,10 +73,10 @@ def test_ticked_cards_replace_the_labels_and_no_ticks_mean_no_metric(ui):
 def test_labeled_turns_of_the_shipped_corpus_are_found(shipped_settings):
     handlers.use_base_settings(shipped_settings)
     try:
-        qrels = compare_view.labeled_qrels("  What does E-07 mean on a GS-60 METER ")
+        qrels = compare_callbacks.labeled_qrels("  What does E-07 mean on a GS-60 METER ")
         assert qrels == {"device-gs60-e07": 2}
-        assert compare_view.labeled_qrels("not a labeled turn") == {}
-        assert compare_view.labeled_qrels("What does E-07 mean on a GS-60 meter", "no-such-corpus") == {}
+        assert compare_callbacks.labeled_qrels("not a labeled turn") == {}
+        assert compare_callbacks.labeled_qrels("What does E-07 mean on a GS-60 meter", "no-such-corpus") == {}
     finally:
         handlers.use_base_settings(None)
 
@@ -91,7 +93,7 @@ def test_the_export_follows_the_page_link_with_b_and_the_explained_document(ui):
     """The page's export records the page's own link: A, B, compare on and the explained document (not only A)."""
     view = handlers.run_turn(TURN, *values(rrf_k=7))
     kept: dict = {}
-    out = compare_view.refresh(
+    out = compare_callbacks.refresh(
         TURN, True, {}, kept, "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=60), "", view.last_turn
     )
     link, export = out[3], out[4]
@@ -100,14 +102,14 @@ def test_the_export_follows_the_page_link_with_b_and_the_explained_document(ui):
     page, problems = state.decode(state.parse_query_string(link.split("?", 1)[1]), handlers.default_controls())
     assert problems == [] and page.compare and page.a["rrf_k"] == 7 and page.b["rrf_k"] == 60 and page.doc == "x#0"
     assert record["inputs"]["rrf_k"] == 7 and record["result"]["query"] == TURN
-    again = compare_view.refresh(
+    again = compare_callbacks.refresh(
         TURN, True, {}, out[2], "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=60), "", view.last_turn
     )
     assert again[4] is not None and again[3] == link  # same turn, same link: the export is not written again
     import gradio as gr
 
     assert again[4] == gr.skip()
-    moved = compare_view.refresh(
+    moved = compare_callbacks.refresh(
         TURN, True, {}, again[2], "x#0", "http://h/", *values(rrf_k=7), *values(rrf_k=20), "", view.last_turn
     )
     assert json.loads(Path(moved[4]).read_text(encoding="utf-8"))["link"] == moved[3] and "b.rrf_k=20" in moved[3]
@@ -145,26 +147,26 @@ def test_a_link_opens_its_corpus_or_says_why_not(data_root_ui, monkeypatch):
     from retrieval.corpora import Registry
     from retrieval.index_jobs import job_for, start_index
 
-    monkeypatch.setattr(compare_view, "LINK_WAIT_S", 0.0)
+    monkeypatch.setattr(share_link, "LINK_WAIT_S", 0.0)
     registry = Registry(handlers.base_settings())
     data = registry.load(registry.get("set"))
-    value, problem = compare_view.link_corpus("set")
+    value, problem = share_link.link_corpus("set")
     assert value == gr.skip() and "a link opens only corpora already indexed; open it in the Data tab" in problem
     assert job_for(data, handlers.base_settings()) is None  # the link started nothing
     job = start_index(data, handlers.base_settings())  # a person asked in the Data tab
-    value, problem = compare_view.link_corpus("set")
+    value, problem = share_link.link_corpus("set")
     assert value == gr.skip() and "corpus='set' is still being indexed here" in problem and "/200 sub-chunks" in problem
     job.wait(600)
-    assert compare_view.link_corpus("set") == ("set", None)
+    assert share_link.link_corpus("set") == ("set", None)
     for bad in ("nope", "/etc/passwd", str(data_root_ui / "eval" / "set")):
-        value, problem = compare_view.link_corpus(bad)
+        value, problem = share_link.link_corpus(bad)
         assert value == gr.skip() and f"no corpus named {bad[:80]!r} here" in problem  # names cut at 80
         assert problem.endswith("The shipped cards are shown instead.")
         # only what the link asked for: the names of the server's other corpora are not a link's business
         assert "'set'" not in problem and "set," not in problem and "shipped," not in problem
-    assert compare_view.link_corpus("") == (gr.skip(), None)
+    assert share_link.link_corpus("") == (gr.skip(), None)
     # compare mode on that corpus: both sides run on it, its labeled turn marks the relevant card, the link names it
-    html, _, kept, link, _ = compare_view.refresh(
+    html, _, kept, link, _ = compare_callbacks.refresh(
         "dose 7 with water", True, {}, {}, None, "", *values(), *values(rrf_k=60), "set"
     )
     assert "corpus=set" in link and "nDCG@10" in html and 'data-id="d7#0"' in html
@@ -182,11 +184,11 @@ def test_a_link_keeps_b_s_preset_and_reopening_selects_it(ui):
 
     defaults = handlers.default_controls()
     b = preset_values("ADR recipe", defaults, defaults)
-    _, _, _, link, _ = compare_view.refresh(
+    _, _, _, link, _ = compare_callbacks.refresh(
         TURN, False, {}, {}, None, "http://h/", *values(), *(b[n] for n in CONTROLS), "", None, "ADR recipe"
     )
     assert "b=" not in link and "compare" not in link  # compare off: no B in the link
-    _, _, _, link, _ = compare_view.refresh(
+    _, _, _, link, _ = compare_callbacks.refresh(
         TURN, True, {}, {}, None, "http://h/", *values(), *(b[n] for n in CONTROLS), "", None, "ADR recipe"
     )
     assert "b=ADR+recipe" in link and "compare=1" in link
@@ -201,8 +203,8 @@ def test_a_link_keeps_b_s_preset_and_reopening_selects_it(ui):
             }
         )
     )
-    restored = compare_view.restore(request)
+    restored = share_link.restore(request)
     n = len(CONTROLS)
     assert restored[0] == TURN and restored[1 + n] is True and restored[-1] == "ADR recipe"
-    assert dict(zip(CONTROLS, restored[2 + n : 2 + 2 * n])) == b
+    assert dict(zip(CONTROLS, restored[2 + n : 2 + 2 * n], strict=False)) == b
     assert restored[-5] == ""  # no problem to report

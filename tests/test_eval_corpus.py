@@ -158,12 +158,13 @@ def page_settings(tiny):
 def test_tab_offers_labeled_corpora_and_follows_the_session(page_settings, tmp_path):
     from inspector import compare_eval
     from inspector import evaluation_tab as tab
+    from inspector.evaluation_reports import LIVE, corpus_sources, list_sources
 
-    values = [v for _, v in tab.list_sources(tmp_path, tab.corpus_sources())]
-    assert values == [tab.LIVE, "live:later", "live:tinybeir"]
-    assert tab.follow_corpus("tinybeir", tab.LIVE, tmp_path)["value"] == "live:tinybeir"
+    values = [v for _, v in list_sources(tmp_path, corpus_sources())]
+    assert values == [LIVE, "live:later", "live:tinybeir"]
+    assert tab.follow_corpus("tinybeir", LIVE, tmp_path)["value"] == "live:tinybeir"
     assert tab.follow_corpus("plain", "live:later", tmp_path)["value"] == "live:later"  # no turns: keep the choice
-    assert tab.follow_corpus("", "live:tinybeir", tmp_path)["value"] == tab.LIVE
+    assert tab.follow_corpus("", "live:tinybeir", tmp_path)["value"] == LIVE
     assert [v for _, v in compare_eval.corpus_choices()] == ["shipped", "later", "tinybeir"]
     assert compare_eval.follow_corpus("tinybeir", "shipped")["value"] == "tinybeir"
 
@@ -209,7 +210,7 @@ def test_a_vs_b_links_carry_the_corpus(page_settings):
 def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_page_does(tmp_path, monkeypatch, capsys):
     """`eval --corpus NAME` used to judge refusals with the default thresholds while the page's turns on that corpus
     used its stored calibration: the same corpus, two refusal rates. Both now use it, and the report says which."""
-    from inspector import evaluation_tab as tab
+    from inspector.evaluation_tables import summary_html
     from retrieval import calibration
     from retrieval.cli import main as cli_main
     from retrieval.evaluation.cli import register
@@ -266,5 +267,5 @@ def test_the_cli_refuses_an_uploaded_corpus_with_its_stored_calibration_as_the_p
     assert after["false_refusal_rate"]["full"] == page["false_refusal_rate"]["full"] == 1.0
     assert main(["eval", "--corpus", "calbeir", "--configs", "full"]) == 0  # the text report names them too
     assert "REFUSAL_RULE=evidence (thresholds: calibrated for <b>calbeir</b> (test))" in capsys.readouterr().out
-    html = tab.summary_html(report, "", ["full"])  # and the Evaluation tab, escaped
+    html = summary_html(report, "", ["full"])  # and the Evaluation tab, escaped
     assert "(thresholds: calibrated for &lt;b&gt;calbeir&lt;/b&gt; (test))" in html and "<b>calbeir" not in html

@@ -356,7 +356,8 @@ def cached_runs(tmp_path_factory, mini_report):
 
 
 def test_tab_sources_and_cached_report(cached_runs):
-    from inspector.evaluation_tab import LIVE, list_sources, show
+    from inspector.evaluation_reports import LIVE, list_sources
+    from inspector.evaluation_tab import show
 
     choices = list_sources(cached_runs)
     assert choices[0][1] == LIVE and len(choices) == 2  # the broken file is skipped, not fatal
@@ -375,7 +376,7 @@ def test_tab_sources_and_cached_report(cached_runs):
 
 
 def test_wins_and_losses_match_per_turn_scores(mini_report):
-    from inspector.evaluation_tab import best_branch, wins_losses, wins_losses_html
+    from inspector.evaluation_tables import best_branch, wins_losses, wins_losses_html
 
     _, _, report = mini_report
     base = best_branch(report)

@@ -219,7 +219,7 @@ def test_plot_text_escapes_only_what_plotly_decodes():
 
 def test_evaluation_charts_escape_names_from_a_report_file():
     """A report file is data: its dataset and category names reach plotly as text, not markup (issue 13, 12)."""
-    from inspector.evaluation_tab import category_figure, metrics_figure
+    from inspector.evaluation_figures import category_figure, metrics_figure
 
     row = {"ndcg@10": 0.5, "recall@10": 0.5, "recall@100": 0.5, "mrr@10": 0.5}
     report = {

@@ -46,8 +46,8 @@ def _cheap_callbacks():
     """(name, callback, valid arguments, the positions a client controls): callbacks that need no model."""
     from inspector import (
         classroom,
+        compare_callbacks,
         compare_eval,
-        compare_view,
         corpus_words,
         data_tab,
         evaluation_tab,
@@ -61,12 +61,12 @@ def _cheap_callbacks():
         ("update_classroom", classroom.update_classroom, [*lists, 60], range(len(lists) + 1)),
         ("update_fusions", classroom.update_fusions, ["a:1, b:2", "b:0.5, c:0.1", 60], range(3)),
         ("classroom preset", classroom.preset_values, [classroom.DEFAULT_PRESET], [0]),
-        ("B's preset", compare_view.apply_preset, [None, *a], [0]),
-        ("relevance ticks", compare_view.tick, ["a turn", ["a"], None], [0, 1]),
+        ("B's preset", compare_callbacks.apply_preset, [None, *a], [0]),
+        ("relevance ticks", compare_callbacks.tick, ["a turn", ["a"], None], [0, 1]),
         # compare mode off: the link (and no model) only; the query, doc, B's preset and the corpus are the page's
         (
             "share link",
-            compare_view.refresh,
+            compare_callbacks.refresh,
             ["a turn", False, None, None, None, "http://h/", *a, *a, None, None, None],
             [0, 1, 4, 6 + 2 * len(a), 8 + 2 * len(a)],
         ),

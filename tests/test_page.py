@@ -11,8 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import badge, corpus_words, handlers, presenter, render, state, ui
+from inspector import badge, corpus_words, handlers, presenter, state, ui
 from inspector.examples import EXAMPLES
+from inspector.score_lines import move_mark
 from retrieval.corpus import LabeledQuery, load_cards
 from retrieval.corpus_entries import CorpusData, CorpusEntry
 from retrieval.types import Card, Chunk
@@ -279,8 +280,8 @@ def test_the_shipped_cards_keep_their_examples_and_banner(ui):
 
 # ------------------------------------------------------------------------------------------- badge and marks
 def test_rank_moves_read_as_marks():
-    assert ">▲3<" in render.move_mark(4, 1) and 'class="move up"' in render.move_mark(4, 1)
-    assert ">▼1<" in render.move_mark(1, 2) and ">=<" in render.move_mark(2, 2) and render.move_mark(None, 1) == ""
+    assert ">▲3<" in move_mark(4, 1) and 'class="move up"' in move_mark(4, 1)
+    assert ">▼1<" in move_mark(1, 2) and ">=<" in move_mark(2, 2) and move_mark(None, 1) == ""
 
 
 def test_the_badge_summarises_timings_and_explains_where_a_cosine_threshold_comes_from():

@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from inspector import badge, render
+from inspector import badge, html_text, render
+from inspector.term_marks import highlight
 from retrieval.context import REFUSAL, build_context
 from retrieval.fusion import reciprocal_rank_fusion, rrf_terms
 from retrieval.types import BranchResult, Chunk, FinalHit, FusedHit, Hit, RerankedHit, RetrievalResult
@@ -131,11 +132,11 @@ def rows(html: str) -> list[tuple[str, str, str]]:
 
 
 def test_fmt5_rounds_half_up_like_the_class():
-    assert render.fmt5(1 / 61 + 1 / 62) == "0.03252"
-    assert render.fmt5(1 / 63 + 1 / 61) == "0.03227"
-    assert render.fmt5(1 / 64) == "0.01563"  # 0.015625: half up, not half to even
-    assert render.fmt5(0.000025) == "0.00003"
-    assert render.fmt5(0.000015) == "0.00002"
+    assert html_text.fmt5(1 / 61 + 1 / 62) == "0.03252"
+    assert html_text.fmt5(1 / 63 + 1 / 61) == "0.03227"
+    assert html_text.fmt5(1 / 64) == "0.01563"  # 0.015625: half up, not half to even
+    assert html_text.fmt5(0.000025) == "0.00003"
+    assert html_text.fmt5(0.000015) == "0.00002"
 
 
 def test_fused_rows_show_both_branch_ranks_and_the_arithmetic(res):
@@ -206,27 +207,27 @@ def test_everything_from_the_corpus_or_the_turn_is_escaped():
 def test_highlight_marks_exactly_the_tokens_bm25_matches():
     terms = render.query_terms("GS-40 error?")
     assert terms == {"gs", "40", "error"}
-    out = render.highlight("GlucoSense GS-40: Error E-07 <b>", terms)
+    out = highlight("GlucoSense GS-40: Error E-07 <b>", terms)
     assert out == "GlucoSense <mark>GS</mark>-<mark>40</mark>: <mark>Error</mark> E-07 &lt;b&gt;"
 
 
 def test_highlight_follows_the_snowball_tokenizer_when_bm25_uses_it():
     terms = render.query_terms("missed doses", "snowball")
-    out = render.highlight("If you miss a dose", terms, tokenizer="snowball", lang="en")
+    out = highlight("If you miss a dose", terms, tokenizer="snowball", lang="en")
     assert out == "If you <mark>miss</mark> a <mark>dose</mark>"
 
 
 def test_highlight_marks_cjk_bigrams_once_with_the_text_escaped():
     terms = render.query_terms("冷蔵庫は<必要>?")  # 冷蔵 蔵庫 庫は は必 必要
-    out = render.highlight("インスリンは冷蔵庫で<保管>。必要なら", terms)
+    out = highlight("インスリンは冷蔵庫で<保管>。必要なら", terms)
     # "冷蔵" and "蔵庫" overlap: one mark over 冷蔵庫, 蔵 not repeated; the lone "必要" run is its own mark
     assert out == "インスリンは<mark>冷蔵庫</mark>で&lt;保管&gt;。<mark>必要</mark>なら"
     assert re.sub(r"<[^>]+>", "", out) == "インスリンは冷蔵庫で&lt;保管&gt;。必要なら"
     # a mark is common only if every bigram in it is; the window (no spaces to cut at) never repeats a character
-    assert render.highlight("冷蔵庫", terms, common=frozenset({"冷蔵"})) == "<mark>冷蔵庫</mark>"
-    assert render.highlight("冷蔵庫", terms, common=frozenset({"冷蔵", "蔵庫"})) == '<mark class="common">冷蔵庫</mark>'
+    assert highlight("冷蔵庫", terms, common=frozenset({"冷蔵"})) == "<mark>冷蔵庫</mark>"
+    assert highlight("冷蔵庫", terms, common=frozenset({"冷蔵", "蔵庫"})) == '<mark class="common">冷蔵庫</mark>'
     text = "あ" * 300 + "冷蔵庫" + "い" * 300
-    cut = render.highlight(text, terms, window=40)
+    cut = highlight(text, terms, window=40)
     plain = re.sub(r"<[^>]+>", "", cut).strip("…")
     assert "<mark>冷蔵庫</mark>" in cut and plain in text and len(plain) == 40
 
@@ -235,14 +236,14 @@ def test_highlight_marks_whole_words_with_their_marks_in_either_normal_form():
     """A turn typed composed ("café") marks the card's decomposed "cafe\u0301" whole (the offsets are the card's
     own), and a Hindi word with its vowel signs; the marks are not split off the word or left outside the mark."""
     terms = render.query_terms("café दवा")
-    out = render.highlight("Le cafe\u0301 <noir> et la दवा, pas दव.", terms)
+    out = highlight("Le cafe\u0301 <noir> et la दवा, pas दव.", terms)
     assert out == "Le <mark>cafe\u0301</mark> &lt;noir&gt; et la <mark>दवा</mark>, pas दव."
-    assert render.highlight("Le café", render.query_terms("cafe\u0301")) == "Le <mark>café</mark>"
+    assert highlight("Le café", render.query_terms("cafe\u0301")) == "Le <mark>café</mark>"
 
 
 def test_snippet_window_starts_near_the_first_match():
     text = "filler " * 60 + "the GS-40 shows E-07 " + "tail " * 60
-    out = render.highlight(text, render.query_terms("GS-40"), window=80)
+    out = highlight(text, render.query_terms("GS-40"), window=80)
     assert out.startswith("…") and out.endswith("…")
     assert "<mark>GS</mark>-<mark>40</mark>" in out
     assert len(re.sub(r"<[^>]+>", "", out)) <= 84
@@ -291,9 +292,9 @@ def test_context_panel_shows_budget_and_dropped_cards(res):
 def test_common_query_terms_are_marked_faintly_and_the_window_starts_at_a_rare_one():
     terms = render.query_terms("a pill marked C2")
     text = "A weekly box is a good idea. " * 8 + "The pill marked C2 is digoxin."
-    out = render.highlight(text, terms, common=frozenset({"a"}), window=60)
+    out = highlight(text, terms, common=frozenset({"a"}), window=60)
     assert out.startswith("…") and "<mark>C2</mark>" in out and "<mark>pill</mark>" in out
-    full = render.highlight("a pill", terms, common=frozenset({"a"}))
+    full = highlight("a pill", terms, common=frozenset({"a"}))
     assert full == '<mark class="common">a</mark> <mark>pill</mark>'
     legend = badge.render_status(make_result(), terms, frozenset({"a"}))
     assert "<mark>rare</mark>: c2, marked, pill" in legend and "low IDF): a" in legend
@@ -321,7 +322,7 @@ def test_one_hit_is_one_hit():
     result = make_result()
     one = dataclasses.replace(result, bm25=dataclasses.replace(result.bm25, hits=result.bm25.hits[:1]))
     assert "1 hit ·" in columns(one)["bm25"] and "1 hits" not in columns(one)["bm25"]
-    assert "4 hits ·" in columns(result)["bm25"] and render.plural(0, "hit") == "0 hits"
+    assert "4 hits ·" in columns(result)["bm25"] and html_text.plural(0, "hit") == "0 hits"
 
 
 def test_with_hybrid_off_the_fused_column_shows_no_bm25_weight():

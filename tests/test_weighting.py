@@ -167,12 +167,12 @@ def test_adaptive_on_one_branch_keeps_auto_weights(mini, mini_settings):
 
 
 def test_the_inspector_shows_the_weights_their_reason_and_the_evidence(mini, mini_settings):
-    from inspector import render
+    from inspector import html_text, render
 
     r = mini.retrieve("GlucoSense GS-40 error E-07", mini_settings.replace(query_weighting="adaptive"))
     html = render.render_fused(r, mini.by_id, render.doc_colors(r), frozenset())
     assert f"w_bm25={r.weights['bm25']:g}" in html
-    assert render.esc(r.weight_reason) in html
+    assert html_text.esc(r.weight_reason) in html
     ev = r.weight_evidence
     assert f"BM25 coverage {ev['coverage']:.0%}" in html and f"{ev['matched']}/{ev['terms']} turn terms" in html
     assert f"top-10 overlap {ev['overlap']}/10" in html and "(English-only embedder)" in html
