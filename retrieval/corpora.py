@@ -6,7 +6,7 @@ Chroma is the record (``retrieval.corpus_store``): each corpus's cards, labeled 
 fingerprint, counts, refusal text, when added, who may delete it) live in its record collection in the configured
 store (``CHROMA_PATH``, or the server at ``CHROMA_HOST``), so every process on that store lists and opens the same
 corpora, and nothing of a corpus is kept in a file of one process. Each corpus also gets a dense collection per
-embedding model, named by the fingerprint of its sub-chunks, the model and the chunker (``retrieval.dense.
+embedding model, named by the fingerprint of its sub-chunks, the model and the chunker (``retrieval.dense_store.
 DenseStore``): reopening a corpus, or uploading the same content again, reuses it. One indexing job runs per corpus
 and store in a process (a second request attaches to it and sees the same progress); two processes indexing the
 same corpus write the same ids and vectors into the one collection. A job can be cancelled, and the next one
@@ -525,7 +525,8 @@ def attach(
             naming the mismatch).
     """
     from retrieval.attach import cards_of, own_collection, read_collection
-    from retrieval.dense import AttachMismatch, attach_problem
+    from retrieval.attach_vectors import attach_problem
+    from retrieval.dense_store import AttachMismatch
     from retrieval.encoders import canonical_embedder, load_embedder
 
     if own_collection(collection):
@@ -658,7 +659,7 @@ def is_indexed(data: CorpusData, settings: Settings) -> bool:
     by this process before, or by another one): opening it embeds nothing."""
     if data.key is None or data.entry.kind == "attached":
         return True
-    from retrieval.dense import stored_rows
+    from retrieval.dense_rows import stored_rows
     from retrieval.encoders import canonical_embedder
 
     name = collection_names(data.chunks, [canonical_embedder(settings.embedding_model)])[0]
@@ -862,7 +863,7 @@ class IndexJob:
         self.done, self.total, self.updated = done, total, time.monotonic()
 
     def _run(self) -> None:
-        from retrieval.dense import IndexingCancelled
+        from retrieval.dense_build import IndexingCancelled
 
         try:
             retriever = retriever_for(self.data, self.settings, progress=self._progress, cancel=self.cancel)

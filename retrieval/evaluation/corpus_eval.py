@@ -123,7 +123,7 @@ def index_for(
         ValueError: the job failed, or the dense branch is unavailable.
     """
     from retrieval.corpora import Registry, job_for, start_index
-    from retrieval.dense import IndexingCancelled
+    from retrieval.dense_build import IndexingCancelled
     from retrieval.pipeline import get_retriever, has_retriever
 
     data = None if not name or name == SHIPPED else Registry(settings).open(name)
