@@ -264,7 +264,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 def run_query(args: argparse.Namespace) -> int:
     from retrieval.corpora import retriever_for
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     settings = settings_from_args(args)
     data = corpus_from_args(args, settings)
@@ -279,7 +279,7 @@ def run_query(args: argparse.Namespace) -> int:
 
 def run_why(args: argparse.Namespace) -> int:
     from retrieval.corpora import retriever_for
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
     from retrieval.why import explain, format_why
 
     settings = settings_from_args(args)

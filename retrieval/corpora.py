@@ -670,11 +670,11 @@ def is_indexed(data: CorpusData, settings: Settings) -> bool:
 
 
 def forget_retrievers(corpus_key: str) -> None:
-    from retrieval import pipeline
+    from retrieval import retriever_cache
 
-    with pipeline._RETRIEVERS_LOCK:
-        for key in [k for k in pipeline._RETRIEVERS if k[0] == corpus_key]:
-            pipeline._RETRIEVERS.pop(key, None)
+    with retriever_cache._RETRIEVERS_LOCK:
+        for key in [k for k in retriever_cache._RETRIEVERS if k[0] == corpus_key]:
+            retriever_cache._RETRIEVERS.pop(key, None)
 
 
 def _resplit(settings: Settings, entry: CorpusEntry, cards: Sequence[Card], chunks: Sequence[Chunk]) -> CorpusEntry:
@@ -718,7 +718,7 @@ CALIBRATION_REREAD_S = 30.0
 
 def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel=None):
     """The process-wide retriever over this corpus (built, and its store indexed, on first use)."""
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
@@ -757,7 +757,7 @@ def retriever_for(data: CorpusData, settings: Settings, *, progress=None, cancel
 def _drop_half_built(data: CorpusData, settings: Settings) -> None:
     """Forget this process's retriever over ``data`` if its dense store never opened (the store went away while
     it was being built): the job about to run builds it again, resuming from what the store kept."""
-    from retrieval.pipeline import cached_retriever
+    from retrieval.retriever_cache import cached_retriever
 
     kept = cached_retriever(settings_for(data, settings), data.key)
     if kept is not None and kept.dense is None:
@@ -777,7 +777,7 @@ def turn_corpus(name: str | None, settings: Settings):
     Raises:
         ValueError: unknown (or deleted) corpus, or one not indexed yet for these settings' embedding model.
     """
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     if not name or name == SHIPPED:
         return get_retriever(settings), shipped_refusal(settings.corpus_path)
@@ -825,7 +825,7 @@ def turn_key(text: str) -> str:
 
 def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
-    from retrieval.pipeline import cached_retriever
+    from retrieval.retriever_cache import cached_retriever
 
     kept = cached_retriever(settings_for(data, settings), data.key)
     # a retriever whose dense store never opened (the store went away mid-build) is not ready: the Data tab resumes
@@ -919,7 +919,7 @@ _JOBS_LOCK = threading.Lock()
 def start_index(data: CorpusData, settings: Settings) -> IndexJob:
     """The indexing job for this corpus and store: a running one is joined (same progress), else a new one starts.
     A corpus whose retriever is already built gets a job that is done at once."""
-    from retrieval.pipeline import retriever_key
+    from retrieval.retriever_cache import retriever_key
 
     key = retriever_key(settings_for(data, settings), data.key)
     with _JOBS_LOCK:
@@ -933,7 +933,7 @@ def start_index(data: CorpusData, settings: Settings) -> IndexJob:
 
 
 def job_for(data: CorpusData, settings: Settings) -> IndexJob | None:
-    from retrieval.pipeline import retriever_key
+    from retrieval.retriever_cache import retriever_key
 
     with _JOBS_LOCK:
         return _JOBS.get(retriever_key(settings_for(data, settings), data.key))

@@ -9,8 +9,8 @@ import pytest
 
 from retrieval import calibration, near_negatives
 from retrieval.corpus import load_cards
-from retrieval.pipeline import thresholds_for
 from retrieval.refusal import RefusalEvidence, RefusalThresholds, Vocabulary, lexical_evidence
+from retrieval.refusal_turn import thresholds_for
 from tests.conftest import MINI_CARDS
 
 VOCAB_TEXTS = ["GlucoSense GS-40 error E-07\nThe strip was removed too early.", "Insulin pens\nKeep them cold."]
