@@ -184,7 +184,7 @@ def show_ab(
 ):
     """Callback: run A vs B, then the summary, the turn list and the report (kept for re-sorting, and in the browser
     so that the page shows it again after opening a turn and going Back). A heavy job (``inspector.jobs``)."""
-    from retrieval.dense import IndexingCancelled
+    from retrieval.dense_build import IndexingCancelled
 
     try:
         with jobs.running() as flag:

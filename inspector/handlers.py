@@ -33,9 +33,10 @@ from inspector import badge, figures, map_view, render, state, turn_notes
 from retrieval.context import REFUSAL, Context, build_context
 from retrieval.corpus_turns import turn_corpus
 from retrieval.encoders import BUNDLED_EMBEDDERS, canonical_embedder
-from retrieval.pipeline import HybridRetriever, get_retriever
+from retrieval.pipeline import HybridRetriever
 from retrieval.query import QueryError, clean_query
 from retrieval.rerank import needs_model
+from retrieval.retriever_cache import get_retriever
 from retrieval.settings import CONTROLS, DEFAULT_MIN_SIMILARITY, Settings
 from retrieval.types import RetrievalResult
 

@@ -19,7 +19,7 @@ __all__ = ["HYBRID_PATHS", "RetrievalResult", "Settings", "get_retriever", "reci
 
 
 def get_retriever(settings: Settings | None = None) -> HybridRetriever:
-    """The process-wide ``HybridRetriever`` for these settings (see ``retrieval.pipeline.get_retriever``)."""
-    from retrieval.pipeline import get_retriever as _get
+    """The process-wide ``HybridRetriever`` for these settings (see ``retrieval.retriever_cache.get_retriever``)."""
+    from retrieval.retriever_cache import get_retriever as _get
 
     return _get(settings)

@@ -3,7 +3,7 @@ a corpus by ``retrieval.corpora.attach``).
 
 The collection (documents + embeddings, in the configured store) is read page by page and never written. Its
 vectors are checked against the named embedding model (same dimension, and a sample of its texts re-embeds to its
-stored vectors, ``retrieval.dense.attach_problem``), so turns embedded with that model search it correctly; BM25 is
+stored vectors, ``retrieval.attach_vectors``), so turns embedded with that model search it correctly; BM25 is
 built from its documents. Each row is one sub-chunk: its id, its text (the document, or the metadata field
 ``text_field``), its card (the metadata ``parent_id`` or ``card_id``, else the row itself) and optionally a title
 (``title_field``; the embedded text is then ``title\\ntext``, as this project indexes). The corpus's record in the

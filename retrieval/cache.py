@@ -110,7 +110,7 @@ class StagePool:
 
         submitted = self._pool.submit(run)
         # when the work finished, not when the caller looked: a caller that first waits for another branch must
-        # not count a late answer as on time (``retrieval.pipeline._collect``)
+        # not count a late answer as on time (``retrieval.branches._collect``)
         submitted.add_done_callback(lambda f: setattr(f, "done_at", time.perf_counter()))
         return submitted
 

@@ -97,7 +97,7 @@ SEARCH = {
 
 def start_from(settings: Settings) -> RefusalThresholds:
     """Where the search starts: the settings' thresholds (the defaults tuned on the shipped dev sets)."""
-    from retrieval.pipeline import refusal_thresholds
+    from retrieval.refusal_turn import refusal_thresholds
 
     return dataclasses.replace(refusal_thresholds(settings), source="")
 

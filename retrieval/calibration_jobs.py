@@ -97,7 +97,7 @@ _CALIBRATIONS: dict[tuple, CalibrationJob] = {}
 def start(data: Any, settings: Settings, open_retriever: Callable[[], Any]) -> CalibrationJob:
     """Calibrate the corpus's refusal thresholds in the background, one corpus at a time (a queued or running job
     for it is joined): ``retrieval.corpora.start_calibration`` passes the corpus's own settings and retriever."""
-    from retrieval.pipeline import retriever_key
+    from retrieval.retriever_cache import retriever_key
 
     key = retriever_key(settings, data.key)
     with _LOCK:
@@ -119,7 +119,7 @@ def state(data: Any, settings: Settings) -> tuple[Any, CalibrationJob | None]:
     """(the calibration in force for this corpus or None, the latest calibration job of this process or None);
     ``settings``: the corpus's own (``retrieval.corpora.settings_for``)."""
     from retrieval import calibration
-    from retrieval.pipeline import retriever_key
+    from retrieval.retriever_cache import retriever_key
 
     with _LOCK:
         job = _CALIBRATIONS.get(retriever_key(settings, data.key))

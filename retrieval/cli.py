@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from retrieval.settings import Settings
 
 if TYPE_CHECKING:
-    from retrieval.corpora import CalibrationJob, CorpusData
+    from retrieval.calibration_jobs import CalibrationJob
+    from retrieval.corpus_entries import CorpusData
     from retrieval.types import RetrievalResult
 
 Registrar = Callable[[argparse._SubParsersAction], None]
@@ -268,7 +269,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 def run_query(args: argparse.Namespace) -> int:
     from retrieval.corpus_retrievers import retriever_for
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     settings = settings_from_args(args)
     data = corpus_from_args(args, settings)
@@ -283,7 +284,7 @@ def run_query(args: argparse.Namespace) -> int:
 
 def run_why(args: argparse.Namespace) -> int:
     from retrieval.corpus_retrievers import retriever_for
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
     from retrieval.why import explain
     from retrieval.why_report import format_why
 

@@ -186,7 +186,8 @@ def attach(
             naming the mismatch).
     """
     from retrieval.attach import cards_of, own_collection, read_collection
-    from retrieval.dense import AttachMismatch, attach_problem
+    from retrieval.attach_vectors import attach_problem
+    from retrieval.dense_store import AttachMismatch
     from retrieval.encoders import canonical_embedder, load_embedder
 
     if own_collection(collection):

@@ -41,7 +41,7 @@ def retriever_for(
     cancel: threading.Event | None = None,
 ) -> HybridRetriever:
     """The process-wide retriever over this corpus (built, and its store indexed, on first use)."""
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     if data.key is None:
         return get_retriever(settings, progress=progress, cancel=cancel)
@@ -80,7 +80,7 @@ def retriever_for(
 def _drop_half_built(data: CorpusData, settings: Settings) -> None:
     """Forget this process's retriever over ``data`` if its dense store never opened (the store went away while
     it was being built): the job about to run builds it again, resuming from what the store kept."""
-    from retrieval.pipeline import cached_retriever
+    from retrieval.retriever_cache import cached_retriever
 
     kept = cached_retriever(settings_for(data, settings), data.key)
     if kept is not None and kept.dense is None:
@@ -89,7 +89,7 @@ def _drop_half_built(data: CorpusData, settings: Settings) -> None:
 
 def is_ready(data: CorpusData, settings: Settings) -> bool:
     """True if a retriever over this corpus is built in this process (its store opened or indexed)."""
-    from retrieval.pipeline import cached_retriever
+    from retrieval.retriever_cache import cached_retriever
 
     kept = cached_retriever(settings_for(data, settings), data.key)
     # a retriever whose dense store never opened (the store went away mid-build) is not ready: the Data tab resumes
@@ -112,11 +112,9 @@ def is_indexed(data: CorpusData, settings: Settings) -> bool:
 
 
 def forget_retrievers(corpus_key: str) -> None:
-    from retrieval import pipeline
+    from retrieval import retriever_cache
 
-    with pipeline._RETRIEVERS_LOCK:
-        for key in [k for k in pipeline._RETRIEVERS if k[0] == corpus_key]:
-            pipeline._RETRIEVERS.pop(key, None)
+    retriever_cache.forget(corpus_key)
 
 
 def collection_names(chunks: Sequence[Chunk], models: list[str]) -> list[str]:

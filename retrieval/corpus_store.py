@@ -49,7 +49,7 @@ _HTTP_LOCK = threading.Lock()
 def client_for(settings: Settings):
     """The Chroma client of these settings' store: the server at ``CHROMA_HOST`` (one HTTP client per server, kept:
     making one costs round trips), else the embedded ``CHROMA_PATH`` (chromadb keeps one per path)."""
-    from retrieval.dense import chroma_client
+    from retrieval.chroma_store import chroma_client
 
     if settings.chroma_host:
         key = (settings.chroma_host, settings.chroma_port)

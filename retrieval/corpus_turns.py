@@ -29,7 +29,7 @@ def turn_corpus(name: str | None, settings: Settings) -> tuple[HybridRetriever, 
     Raises:
         ValueError: unknown (or deleted) corpus, or one not indexed yet for these settings' embedding model.
     """
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     if not name or name == SHIPPED:
         return get_retriever(settings), shipped_refusal(settings.corpus_path)

@@ -102,7 +102,7 @@ _JOBS_LOCK = threading.Lock()
 def start_index(data: CorpusData, settings: Settings) -> IndexJob:
     """The indexing job for this corpus and store: a running one is joined (same progress), else a new one starts.
     A corpus whose retriever is already built gets a job that is done at once."""
-    from retrieval.pipeline import retriever_key
+    from retrieval.retriever_cache import retriever_key
 
     key = retriever_key(settings_for(data, settings), data.key)
     with _JOBS_LOCK:
@@ -116,7 +116,7 @@ def start_index(data: CorpusData, settings: Settings) -> IndexJob:
 
 
 def job_for(data: CorpusData, settings: Settings) -> IndexJob | None:
-    from retrieval.pipeline import retriever_key
+    from retrieval.retriever_cache import retriever_key
 
     with _JOBS_LOCK:
         return _JOBS.get(retriever_key(settings_for(data, settings), data.key))

@@ -1,6 +1,6 @@
 """The embedded Chroma store is its owner's alone: ``chroma.sqlite3`` holds every uploaded card and judged turn.
 
-``private_store`` (called by ``retrieval.dense.chroma_client`` before it opens a ``CHROMA_PATH``) makes the store's
+``private_store`` (called by ``chroma_store.chroma_client`` before it opens a ``CHROMA_PATH``) makes the store's
 folder 0700 and everything in it owner-only (folders 0700, files 0600), whatever the umask, and narrows this
 process's umask so that what Chroma creates later (a new collection's folder, its index files after inserts, the
 write-ahead log) is owner-only too: Chroma creates those files itself, in this process. A store made by an earlier

@@ -33,7 +33,7 @@ def main() -> int:
     from gradio.context import LocalContext
 
     from inspector import compare_eval, handlers, jobs
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
     from retrieval.settings import Settings
 
     settings = Settings.from_env(

@@ -110,7 +110,7 @@ def main() -> None:
         retriever = HybridRetriever(s, chunks=split_cards(load_cards(RUSSIAN_CARDS), 400), progress=lambda d, t: None)
         sets = (("about the cards", RUSSIAN_IN), ("off-topic", RUSSIAN_OFF))
     else:
-        from retrieval.pipeline import get_retriever
+        from retrieval.retriever_cache import get_retriever
 
         s = Settings.from_env(chroma_path=chroma, **patient)
         retriever = get_retriever(s)

@@ -151,7 +151,8 @@ def lazy_retriever(settings: Settings, chunks: list | None = None):
 
     def get() -> Any:
         if "r" not in holder:
-            from retrieval.pipeline import HybridRetriever, get_retriever
+            from retrieval.pipeline import HybridRetriever
+            from retrieval.retriever_cache import get_retriever
 
             holder["r"] = get_retriever(settings) if chunks is None else HybridRetriever(settings, chunks=chunks)
         return holder["r"]
@@ -349,7 +350,7 @@ def timing(settings: Settings, n: int) -> dict[str, Any]:
     turns again (the turn's e5 embedding and the cards' passages remembered by the process)."""
     import statistics
 
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     s = settings.replace(rerank_timeout_ms=600_000, dense_timeout_ms=600_000)
     retriever = get_retriever(s)

@@ -103,7 +103,8 @@ def collect(
 ) -> dict[str, Any]:
     """Raw evidence per turn and level, read from ``cache_path`` when it was collected for the same inputs."""
     cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    from retrieval.pipeline import HybridRetriever, get_retriever
+    from retrieval.pipeline import HybridRetriever
+    from retrieval.retriever_cache import get_retriever
 
     def get_retriever_for_chunks(s: Settings) -> Any:
         return get_retriever(s) if chunks is None else HybridRetriever(s, chunks=chunks)

@@ -1,4 +1,4 @@
-"""What `index --attach` and the Attach picker accept (retrieval/dense.py ``attach_problem``, retrieval/attach.py):
+"""What `index --attach` and the Attach picker accept (retrieval/attach_vectors.py, retrieval/attach.py):
 a collection with a non-finite vector, or a non-unit one where the model's vectors are unit length, is refused
 naming the row (comparisons written so that NaN fails); the app's own collections (the refusal calibrations too)
 are never offered or attached. And Why not…?'s exact dense scores never copy the vectors (retrieval/why_ranks.py).

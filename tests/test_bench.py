@@ -140,7 +140,7 @@ def test_replicate_chunks_keeps_ids_unique():
 def test_marked_replicas_get_vectors_of_their_own_near_their_original():
     """The dense store keeps one row per distinct text: the scale runs mark replicas' titles, and their vectors are
     their original's nudged (deterministically), so Chroma holds a row per sub-chunk."""
-    from retrieval.dense import stored_rows
+    from retrieval.dense_rows import stored_rows
     from retrieval.encoders import load_embedder
 
     base = split_cards(load_cards(MINI_CARDS))

@@ -9,9 +9,9 @@ import pytest
 
 from retrieval import calibration, near_negatives
 from retrieval.corpus import load_cards
-from retrieval.pipeline import thresholds_for
 from retrieval.refusal_evidence import RefusalEvidence, lexical_evidence
 from retrieval.refusal_thresholds import RefusalThresholds
+from retrieval.refusal_turn import thresholds_for
 from retrieval.refusal_vocabulary import Vocabulary
 from tests.conftest import MINI_CARDS
 

@@ -112,7 +112,7 @@ def test_a_vs_b_in_the_tab_scores_b_on_an_index_of_bs_model(tmp_path, mini_setti
     """The Evaluation tab's A vs B with B on another embedding model: B's index is built (with progress) and B's
     dense numbers are that model's own, the same as evaluating that model alone."""
     from inspector import compare_eval, handlers
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     folder = labeled_mini_folder(tmp_path)
     base = mini_settings.replace(
@@ -144,7 +144,7 @@ def test_compare_mode_runs_b_on_its_own_models_index(ui):
     """Compare mode in the Inspector: each side runs through ``handlers.execute``, whose retriever is keyed by the
     embedding model, so B's dense list is B's model's (checked, not assumed: the same fault as defect 3)."""
     from inspector import compare_callbacks
-    from retrieval.pipeline import get_retriever
+    from retrieval.retriever_cache import get_retriever
 
     turn = "how do I clean the pump tubing"
     a = ui.default_controls()

@@ -12,8 +12,9 @@ import shutil
 import numpy as np
 import pytest
 
+from retrieval.chroma_store import chroma_client, forget_client
 from retrieval.corpus import load_cards, split_cards
-from retrieval.dense import DenseStore, chroma_client, forget_client
+from retrieval.dense_store import DenseStore
 from retrieval.encoders import load_embedder
 from retrieval.evaluation.replicas import MemoEmbedder
 from retrieval.types import Chunk
@@ -58,7 +59,7 @@ def store(chunks, embedder, tmp_path_factory) -> tuple[str, DenseStore]:
 
 def test_a_corpus_of_repeated_texts_is_reused_at_the_next_open(store, chunks, embedder, caplog):
     path, built = store
-    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense_build"):
         second = reopen(path, chunks, embedder)
         rows = second.collection.count()
         third = reopen(path, chunks, embedder)
@@ -91,7 +92,7 @@ def test_a_wrong_vector_in_a_deduplicated_collection_is_still_rebuilt(store, chu
     col = chroma_client(path=copy).get_collection(store[1].collection_name)
     got = col.get(include=["embeddings"])
     col.update(ids=got["ids"], embeddings=np.roll(np.asarray(got["embeddings"]), 1, axis=0))
-    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense_build"):
         again = reopen(copy, chunks, embedder)
     assert again.built
     assert any("is not its text's embedding" in r.message and "rebuilding it" in r.message for r in caplog.records)
@@ -104,7 +105,7 @@ def test_a_collection_with_a_row_per_sub_chunk_is_rebuilt_once(chunks, embedder,
     rows = chunks[NOTICES - 20 :]
     old.collection.upsert(ids=[c.chunk_id for c in rows], embeddings=old.embeddings, documents=[c.text for c in rows])
     assert old.collection.count() == len(rows)
-    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense_build"):
         rebuilt = reopen(path, rows, embedder)
         reused = reopen(path, rows, embedder)
     assert rebuilt.built and not reused.built and reused.collection.count() == DISTINCT + 1

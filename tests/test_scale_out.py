@@ -130,7 +130,7 @@ def test_upload_in_one_answer_in_the_other_then_delete(two):
 
 
 def test_two_processes_indexing_one_corpus_end_with_one_complete_collection(two):
-    from retrieval.dense import chroma_client
+    from retrieval.chroma_store import chroma_client
 
     a, b, root, server = two
     rows = [

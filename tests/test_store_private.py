@@ -16,7 +16,7 @@ SCRIPT = """
 import os, sys
 os.umask(0o022)
 import numpy as np
-from retrieval.dense import chroma_client
+from retrieval.chroma_store import chroma_client
 from retrieval.judgments import JudgmentStore
 from retrieval.settings import Settings
 

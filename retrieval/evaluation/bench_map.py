@@ -40,7 +40,7 @@ def measure(retriever: Any, settings: Settings, turns: Sequence[str], runs: int 
     """The map's costs on one retriever (its dense store must be open)."""
     from inspector import map_view
     from retrieval import projection
-    from retrieval.evaluation.bench import summary
+    from retrieval.evaluation.machine import summary
 
     store = retriever.dense
     if store is None:
@@ -125,7 +125,8 @@ def run(
     """One row per size: the shipped cards at their own size, replicas above it."""
     from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
     from retrieval.encoders import load_embedder
-    from retrieval.evaluation.bench import ReplicaEmbedder, hardware, replicate_chunks, retriever_with_embedder
+    from retrieval.evaluation.machine import hardware
+    from retrieval.evaluation.replicas import ReplicaEmbedder, replicate_chunks, retriever_with_embedder
     from retrieval.pipeline import HybridRetriever
 
     chunks = split_cards(load_cards(settings.corpus_path), DEFAULT_CHUNK_WORDS)
@@ -199,7 +200,8 @@ def run_bench_map(args: argparse.Namespace) -> int:
     import logging
 
     from retrieval.cli import settings_from_args
-    from retrieval.evaluation.bench import load_turns, parse_scale
+    from retrieval.evaluation.bench import parse_scale
+    from retrieval.evaluation.turn_timing import load_turns
 
     settings = settings_from_args(args)
     sizes = parse_scale(args.sizes)

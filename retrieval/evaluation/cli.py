@@ -126,7 +126,7 @@ def _stderr_progress(done: int, total: int, label: str) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     from retrieval.cli import settings_from_args
-    from retrieval.dense import stderr_progress
+    from retrieval.dense_build import stderr_progress
 
     started = time.perf_counter()
     settings = settings_from_args(args, **{**recipe_overrides(args), **parse_set(args.set)})
@@ -217,7 +217,7 @@ def _run_compare(
     b = settings.replace(**parse_set(pairs))
     retriever_b = retriever
     if b.embedding_model != settings.embedding_model:  # B is scored on an index of its own model
-        from retrieval.dense import stderr_progress
+        from retrieval.dense_build import stderr_progress
 
         retriever_b, b = build_retriever(dataset, b, None, stderr_progress)  # b already has the BEIR store path
     report = compare_configs(

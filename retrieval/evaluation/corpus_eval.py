@@ -40,7 +40,7 @@ def open_labeled(
     data, dataset = labeled_dataset(name, settings)
     total = len(dataset.queries)
     if data is None:
-        from retrieval.pipeline import get_retriever
+        from retrieval.retriever_cache import get_retriever
 
         retriever = get_retriever(settings)
     elif is_ready(data, settings) or is_indexed(data, settings):  # built here, or complete in the store
@@ -127,7 +127,7 @@ def index_for(
     from retrieval.corpora import Registry
     from retrieval.dense import IndexingCancelled
     from retrieval.index_jobs import job_for, start_index
-    from retrieval.pipeline import get_retriever, has_retriever
+    from retrieval.retriever_cache import get_retriever, has_retriever
 
     data = None if not name or name == SHIPPED else Registry(settings).open(name)
     if data is None or data.key is None:

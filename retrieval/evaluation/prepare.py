@@ -86,7 +86,7 @@ def use_stored_calibration(retriever: HybridRetriever, settings: Settings) -> No
 
 def thresholds_source(retriever: HybridRetriever, settings: Settings) -> str:
     """Where the refusal rule's thresholds of ``retriever``'s turns come from: ``defaults`` or its calibration."""
-    from retrieval.pipeline import thresholds_for
+    from retrieval.refusal_turn import thresholds_for
 
     return thresholds_for(getattr(retriever, "calibration", None), settings).source or "defaults"
 

@@ -363,7 +363,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.dense import stderr_progress
+    from retrieval.dense_build import stderr_progress
     from retrieval.evaluation.prepare import build_retriever, load_dataset
 
     settings = Settings.from_env()
