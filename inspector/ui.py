@@ -33,7 +33,7 @@ from inspector import (
 from inspector.classroom import build_classroom_tab
 from inspector.evaluation_tab import build_evaluation_tab
 from retrieval.formats import Limits
-from retrieval.settings import Knob
+from retrieval.knobs import Knob
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from retrieval.settings import Settings
 from retrieval.types import Chunk
 
 if TYPE_CHECKING:
-    from retrieval.dense import Progress
+    from retrieval.dense_build import Progress
     from retrieval.pipeline import HybridRetriever
 
 
@@ -101,7 +101,7 @@ def is_indexed(data: CorpusData, settings: Settings) -> bool:
     by this process before, or by another one): opening it embeds nothing."""
     if data.key is None or data.entry.kind == "attached":
         return True
-    from retrieval.dense import stored_rows
+    from retrieval.dense_rows import stored_rows
     from retrieval.encoders import canonical_embedder
 
     name = collection_names(data.chunks, [canonical_embedder(settings.embedding_model)])[0]

@@ -46,7 +46,7 @@ class IndexJob:
         self.done, self.total, self.updated = done, total, time.monotonic()
 
     def _run(self) -> None:
-        from retrieval.dense import IndexingCancelled
+        from retrieval.dense_build import IndexingCancelled
 
         try:
             retriever = retriever_for(self.data, self.settings, progress=self._progress, cancel=self.cancel)

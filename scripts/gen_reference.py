@@ -3,8 +3,8 @@
     python scripts/gen_reference.py [--out DIR]     (``make reference``; default DIR: docs/reference)
 
 - ``settings.md``: every field of ``retrieval.settings.Settings`` (environment variable, type, range or choices,
-  default, the page control it drives, its description from the class docstring), the upload limits of
-  ``retrieval.formats.Limits``, and every other environment variable the code reads.
+  default, the page control it drives, its description from its knob in ``retrieval.settings_knobs``), the upload
+  limits of ``retrieval.formats.Limits``, and every other environment variable the code reads.
 - ``cli.md``: every subcommand and flag of ``python -m retrieval``, walked from the argparse parser objects.
 - ``modules.md``: every module of the app with the first sentence of its docstring.
 - ``api.md``: the ``run_turn`` API of the running app, the turn export's JSON and the OpenTelemetry span's
@@ -233,16 +233,15 @@ def settings_page() -> str:
 
 
 def _setting(name: str, knob: Any) -> dict[str, str]:
-    """One setting's facts for the page: its description comes from Settings' docstring (or the refusal
-    thresholds' for the fields that point there), else the page control's label."""
+    """One setting's facts for the page: its description comes from its knob (``retrieval.settings_knobs``; the
+    refusal thresholds' docstring for the fields that point there), else the page control's label."""
     from retrieval.settings import CONTROLS, DEFAULT_MIN_SIMILARITY, Settings
 
-    docs = google_attributes(Settings.__doc__ or "")
-    text = docs.get(name, "")
+    text = knob.doc
     if not text or "RefusalThresholds" in text:
         text = _threshold_doc(name, google_attributes(_refusal_thresholds_doc())) or text or knob.label
     text = re.sub(r"^`*[A-Z][A-Z0-9_]+`*(?:\s*/\s*`*[A-Z][A-Z0-9_]+`*)*\s*[,;:]\s*", "", rst(text))
-    text = text[:1].upper() + text[1:] if text else "(not described in `Settings`' docstring)"
+    text = text[:1].upper() + text[1:] if text else "(not described in `retrieval/settings_knobs.py`)"
     if name == "min_similarity":
         text += " Per model: " + ", ".join(f"{m} {v}" for m, v in DEFAULT_MIN_SIMILARITY.items()) + "."
     control = f'the control "{rst(knob.label)}" ({CONTROLS.index(name) + 1} of `CONTROLS`)' if name in CONTROLS else ""

@@ -26,7 +26,7 @@ class Upload:
 
 
 def main() -> None:
-    from inspector import data_tab, handlers
+    from inspector import data_adding, data_tab, handlers
     from retrieval.corpora import Registry
     from retrieval.index_jobs import job_for, start_index
     from retrieval.settings import Settings
@@ -37,7 +37,7 @@ def main() -> None:
     def run(cmd: dict) -> dict:
         op = cmd["op"]
         if op == "upload":
-            out = data_tab.upload_corpus(Upload(cmd["path"]), cmd.get("name"), None, cmd.get("token"))
+            out = data_adding.upload_corpus(Upload(cmd["path"]), cmd.get("name"), None, cmd.get("token"))
             job = job_for(Registry(settings).open(cmd["name"]), settings)
             snap = job.wait(900) if job is not None else None
             return {"message": out[0], "token": out[-1], "status": snap and snap["status"]}

@@ -87,7 +87,7 @@ def test_another_models_vectors_are_refused_naming_the_mismatch(store):
 def test_the_data_tab_attaches_a_collection_of_the_store(store):
     """The same from the page: the Data tab lists the store's own-made collections, attaches one (the session may
     forget it again) and refuses one of another model with the mismatch in its message."""
-    from inspector import data_tab, handlers
+    from inspector import data_adding, data_tab, handlers
     from retrieval.corpora import Registry
     from retrieval.index_jobs import job_for
     from retrieval.settings import Settings
@@ -104,17 +104,19 @@ def test_the_data_tab_attaches_a_collection_of_the_store(store):
     )
     handlers.use_base_settings(s)
     try:
-        assert {"faq", "faq-minilm", "faq-8d"} <= set(data_tab.attachable_choices())
-        refused = data_tab.attach_collection("faq-minilm", "bge-small-en-v1.5", "", None, None)
+        assert {"faq", "faq-minilm", "faq-8d"} <= set(data_adding.attachable_choices())
+        refused = data_adding.attach_collection("faq-minilm", "bge-small-en-v1.5", "", None, None)
         assert "cannot be searched with bge-small-en-v1.5" in refused[0] and refused[2] is None
-        out = data_tab.attach_collection("faq-minilm", "all-MiniLM-L6-v2", "", None, None)
+        out = data_adding.attach_collection("faq-minilm", "all-MiniLM-L6-v2", "", None, None)
         assert "its vectors match all-MiniLM-L6-v2" in out[0], out[0]
         job = job_for(Registry(s).open("faq-minilm"), s)
         assert job is not None and job.wait(600)["status"] == "done"
         turn = handlers.execute("pack needles when flying", {}, "faq-minilm")
         assert turn.result.hybrid_path == "full" and turn.result.final[0].parent_id == "faq-4"
-        assert not any(n.startswith(("corpus--", "chunks-")) or n == "judgments" for n in data_tab.attachable_choices())
-        own = data_tab.attach_collection("corpus--faq-minilm", "all-MiniLM-L6-v2", "", None, None)
+        assert not any(
+            n.startswith(("corpus--", "chunks-")) or n == "judgments" for n in data_adding.attachable_choices()
+        )
+        own = data_adding.attach_collection("corpus--faq-minilm", "all-MiniLM-L6-v2", "", None, None)
         assert "is one of this app&#x27;s own collections" in own[0]
         from retrieval import corpus_store, judgments
 

@@ -151,15 +151,15 @@ def test_a_calibration_runs_on_a_small_corpus_is_stored_read_back_and_used(mini,
 
 
 def test_the_data_tab_reports_a_stored_calibration_escaped(tmp_path, mini_settings):
-    from inspector import data_tab, handlers
+    from inspector import data_refusal, handlers
     from retrieval.corpora import Registry
 
     settings = mini_settings.replace(chroma_path=str(tmp_path / "chroma"), data_dir=str(tmp_path / "data"))
     handlers.use_base_settings(settings)
     try:
-        assert "defaults tuned on their dev sets" in data_tab.calibration_html(None)
+        assert "defaults tuned on their dev sets" in data_refusal.calibration_html(None)
         data, _ = Registry(settings).add(MINI_CARDS, "mini-cal")
-        assert "Not calibrated yet" in data_tab.calibration_html("mini-cal")
+        assert "Not calibrated yet" in data_refusal.calibration_html("mini-cal")
         row = {"answerable_fit": [0, 4], "answerable_held": [1, 2], "ood_fit": [3, 3], "ood_held": [2, 2]}
         report = {
             "corpus": "mini-cal",
@@ -173,7 +173,7 @@ def test_the_data_tab_reports_a_stored_calibration_escaped(tmp_path, mini_settin
         }
         stored = calibration.Calibration(RefusalThresholds(source="calibrated for <b>mini</b>"), report)
         calibration.save(settings, data.chunks, stored)
-        html = data_tab.calibration_html("mini-cal")
+        html = data_refusal.calibration_html("mini-cal")
         assert "calibrated for &lt;b&gt;mini&lt;/b&gt;" in html and "<b>mini</b>" not in html
         assert "<td>2/2 (100%)</td><td>1/2 (50%)</td>" in html  # held out: out-of-domain refused, false refusals
     finally:

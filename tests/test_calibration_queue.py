@@ -14,16 +14,16 @@ from tests.test_corpus_owner import _upload, page  # noqa: F401  (the fixture)
 
 
 def test_only_the_owner_re_runs_a_calibration_from_the_page(page, tmp_path):  # noqa: F811
-    from inspector import data_tab
+    from inspector import data_refusal
 
     owner, _ = _upload(tmp_path, "notes", None)
     for name, token in (("shipped", owner), ("notes", "another session"), ("notes", None)):
-        shown = data_tab.recalibrate(name, token)
+        shown = data_refusal.recalibrate(name, token)
         assert "may re-run its refusal calibration" in shown or "only corpora uploaded" in shown, shown
         assert calibration_state(Registry(page).open(name), page)[1] is None  # nothing started
     calibration_jobs._CALIBRATION_SLOT.acquire()  # another corpus's calibration runs: the owner's waits its turn
     try:
-        shown = data_tab.recalibrate("notes", owner)
+        shown = data_refusal.recalibrate("notes", owner)
         job = calibration_state(Registry(page).open("notes"), page)[1]
         assert job is not None and job.status == "queued" and "Waiting: another corpus is being calibrated" in shown
         job.cancel.set()

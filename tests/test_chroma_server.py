@@ -41,9 +41,9 @@ def test_an_uploaded_corpus_lives_on_the_server_and_is_deleted_there(mini_settin
     CHROMA_PATH), answers turns from there, and deleting it in the registry drops that collection on the server."""
     import json
 
+    from retrieval.chroma_store import chroma_client
     from retrieval.corpora import Registry
     from retrieval.corpus_retrievers import retriever_for
-    from retrieval.dense import chroma_client
     from retrieval.index_jobs import start_index
 
     s = mini_settings.replace(

@@ -53,13 +53,13 @@ def page(tmp_path):
 
 
 def _upload(tmp_path, name: str, token: str | None, rows=CARDS, wait: bool = True):
-    from inspector import data_tab
+    from inspector import data_adding, data_panels
 
     path = tmp_path / f"{name}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    out = data_tab.upload_corpus(Upload(path, f"{name}.jsonl"), name, None, token)
+    out = data_adding.upload_corpus(Upload(path, f"{name}.jsonl"), name, None, token)
     if wait:
-        job = job_for(Registry(data_tab._settings()).open(name), data_tab._settings())
+        job = job_for(Registry(data_panels.get_settings()).open(name), data_panels.get_settings())
         assert job is not None and job.wait(600)["status"] == "done", out[0]
     return out[-1], out[0]  # the session's token (made if it had none), the message
 
@@ -142,15 +142,15 @@ def test_legacy_registry_is_imported_once_and_kept_private(page, tmp_path):
 
 
 def test_refusal_text_kept_with_the_corpus_and_used_by_its_turns(page, tmp_path):
-    from inspector import data_tab, handlers
+    from inspector import data_refusal, handlers, turn_view
     from tests.conftest import control_values
 
     assert Registry(page).get("shipped").refusal == REFUSAL and "medication" in REFUSAL
     token, _ = _upload(tmp_path, "garden", None)
     assert Registry(page).get("garden").refusal == NEUTRAL_REFUSAL and "medication" not in NEUTRAL_REFUSAL
-    shown, kept = data_tab.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", "someone-else")
+    shown, kept = data_refusal.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", "someone-else")
     assert "only the browser session that uploaded or attached a corpus may" in shown
-    shown, kept = data_tab.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", token)
+    shown, kept = data_refusal.save_refusal("garden", "Nothing on that in the <b>garden</b> notes.", token)
     assert "Refusal text of garden set" in shown and kept == "Nothing on that in the <b>garden</b> notes."
     assert Registry(page).get("garden").refusal == kept  # kept in the store: any process reads it
     turn = handlers.execute(
@@ -158,8 +158,8 @@ def test_refusal_text_kept_with_the_corpus_and_used_by_its_turns(page, tmp_path)
     )
     assert turn.result.hybrid_path == "no_match", turn.result.reason
     assert turn.context.text == kept
-    view = handlers.render_turn(turn)
+    view = turn_view.render_turn(turn)
     assert "Nothing on that in the &lt;b&gt;garden&lt;/b&gt; notes." in view.reranked
     assert "medication" not in view.reranked
-    data_tab.save_refusal("garden", "", token)
+    data_refusal.save_refusal("garden", "", token)
     assert Registry(page).get("garden").refusal == NEUTRAL_REFUSAL

@@ -14,7 +14,7 @@ from pathlib import Path
 import gradio as gr
 from gradio.context import LocalContext
 
-from inspector import handlers
+from inspector import exports, handlers
 from tests.app_server import ROOT
 from tests.conftest import control_values
 
@@ -39,7 +39,7 @@ def test_an_export_is_a_0600_file_in_a_0700_folder_with_no_turn_in_its_name(ui):
 def test_each_process_gets_its_own_export_folder(ui):
     mine = Path(ui.run_turn(SECRET_TURN, *_controls()).export).parent
     other = subprocess.run(
-        [sys.executable, "-c", "from inspector import handlers; print(handlers.export_dir())"],
+        [sys.executable, "-c", "from inspector import exports; print(exports.export_dir())"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -51,7 +51,7 @@ def test_each_process_gets_its_own_export_folder(ui):
 
 
 def test_only_the_newest_exports_are_kept(ui, monkeypatch):
-    monkeypatch.setattr(handlers, "EXPORT_KEEP", 3)
+    monkeypatch.setattr(exports, "EXPORT_KEEP", 3)
     paths = [Path(ui.run_turn(SECRET_TURN, *_controls()).export) for _ in range(5)]
     kept = sorted(paths[0].parent.parent.glob("*/turn-*.json"))
     assert kept == sorted(paths[-3:]) and not paths[0].exists()
@@ -67,7 +67,7 @@ def _in_session(ui, session: str) -> Path:
 
 
 def test_each_session_exports_into_its_own_unguessable_folder_removed_when_it_ends(ui, monkeypatch):
-    monkeypatch.setattr(handlers, "EXPORT_KEEP_SESSION", 2)
+    monkeypatch.setattr(exports, "EXPORT_KEEP_SESSION", 2)
     a = [_in_session(ui, "session-a") for _ in range(3)]
     b = _in_session(ui, "session-b")
     folder = a[0].parent
@@ -84,7 +84,7 @@ def test_each_session_exports_into_its_own_unguessable_folder_removed_when_it_en
 
 def test_an_idle_sessions_folder_goes_at_the_next_export(ui, monkeypatch):
     idle = _in_session(ui, "session-idle")
-    monkeypatch.setattr(handlers, "EXPORT_IDLE_S", 0.0)
+    monkeypatch.setattr(exports, "EXPORT_IDLE_S", 0.0)
     time.sleep(0.01)
     active = _in_session(ui, "session-active")
     assert not idle.parent.exists() and active.exists()

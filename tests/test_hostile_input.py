@@ -49,6 +49,9 @@ def _cheap_callbacks():
         compare_callbacks,
         compare_eval,
         corpus_words,
+        data_adding,
+        data_panels,
+        data_refusal,
         data_tab,
         evaluation_tab,
         handlers,
@@ -76,9 +79,9 @@ def _cheap_callbacks():
         ("Evaluation follows the corpus", evaluation_tab.follow_corpus, [None, None], [0, 1]),
         ("A vs B kept in the browser", compare_eval.restore, [None, "most broken first"], [0, 1]),
         # (the session's corpus comes back as it was, into its hidden text box: not HTML)
-        ("upload", data_tab.upload_corpus, [None, "notes", None, None], [0, 1]),
-        ("active corpus", data_tab.active_html, ["x"], [0]),
-        ("refusal text", data_tab.refusal_of, ["x"], [0]),
+        ("upload", data_adding.upload_corpus, [None, "notes", None, None], [0, 1]),
+        ("active corpus", data_panels.active_html, ["x"], [0]),
+        ("refusal text", data_refusal.refusal_of, ["x"], [0]),
         ("open", data_tab.open_corpus, ["x", None], [0]),
         ("embedding model", handlers.on_model_change, [handlers.default_controls()["embedding_model"]], [0]),
     ]
@@ -169,10 +172,10 @@ def test_the_evaluation_tab_reads_only_the_reports_its_menu_lists(ui, tmp_path):
 
 
 def test_attach_loads_only_a_model_the_page_offers(ui):
-    from inspector import data_tab
+    from inspector import data_adding
 
     for model in ("/tmp", "../../models/x", "someone/any-hub-model", ["bge-small-en-v1.5"]):
-        message = data_tab.attach_collection("their-collection", model, "", None, None)[0]
+        message = data_adding.attach_collection("their-collection", model, "", None, None)[0]
         assert "is not available here: choose one of" in message and ui.model_choices()[0] in message, message
 
 

@@ -15,6 +15,7 @@ import gradio as gr
 import pytest
 
 from inspector import handlers
+from inspector.controls import EMBEDDING_MODELS
 from inspector.examples import EXAMPLES
 from retrieval.context import REFUSAL
 from retrieval.fusion import reciprocal_rank_fusion
@@ -196,7 +197,7 @@ def test_each_model_gets_a_threshold_on_its_own_scale(ui):
 def test_switching_model_moves_the_threshold_to_that_models_scale(ui):
     assert ui.on_model_change("all-MiniLM-L6-v2") == DEFAULT_MIN_SIMILARITY["all-MiniLM-L6-v2"]
     assert ui.on_model_change("bge-small-en-v1.5") == handlers.base_settings().min_similarity == 0.3  # mini base
-    assert set(handlers.EMBEDDING_MODELS) >= {"bge-small-en-v1.5", "all-MiniLM-L6-v2"}
+    assert set(EMBEDDING_MODELS) >= {"bge-small-en-v1.5", "all-MiniLM-L6-v2"}
 
 
 def test_run_turn_takes_the_turn_then_every_control_by_name_and_defaults_to_the_base(ui):

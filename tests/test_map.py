@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inspector import handlers, map_view
+from inspector import handlers, map_view, turn_view
 from inspector.render import doc_colors
+from inspector.turn import Turn
 from retrieval import projection
 from retrieval.corpora import Registry
 from retrieval.corpus_retrievers import retriever_for
@@ -101,10 +102,10 @@ def _ids(trace) -> list[str]:
     return [html.unescape(c[0]) for c in (trace.customdata if trace.customdata is not None else [])]
 
 
-def check_map_marks_the_columns(turn: handlers.Turn) -> None:
+def check_map_marks_the_columns(turn: Turn) -> None:
     """The map of an executed turn marks exactly the columns' cards, at their stored places, with their cosines."""
-    fig = handlers.render_details(turn)["turn_map"]
-    columns = handlers.columns_html(turn)
+    fig = turn_view.render_details(turn)["turn_map"]
+    columns = turn_view.columns_html(turn)
     result, retriever = turn.result, turn.retriever
     store = retriever.dense
     made = projection.ready(store)
@@ -179,7 +180,7 @@ def test_the_map_marks_the_columns_cards_on_an_uploaded_corpus_and_escapes_title
     try:
         turn = handlers.execute("GlucoSense strips error", handlers.default_controls(), data.entry.name)
         check_map_marks_the_columns(turn)
-        fig = handlers.render_details(turn)["turn_map"]
+        fig = turn_view.render_details(turn)["turn_map"]
         corpus = _trace(fig, "corpus")
         odd = [t.split("<br>")[0] for t in corpus.text if "onerror" in t]
         assert odd == ["&lt;img src=x onerror=alert(1)&gt; &amp; GlucoSense strips"]  # escaped for plotly

@@ -148,7 +148,7 @@ def test_judgements_that_name_unknown_ids_are_skipped_and_said(tmp_path):
 
 
 def test_an_upload_says_what_it_skipped(tmp_path):
-    from inspector import data_tab, handlers
+    from inspector import data_adding, data_panels, handlers
     from retrieval.corpora import Registry
     from retrieval.index_jobs import job_for
     from retrieval.settings import Settings
@@ -174,10 +174,10 @@ def test_an_upload_says_what_it_skipped(tmp_path):
         class Upload:
             name, orig_name = str(path), "bike <manual>.zip"
 
-        message = data_tab.upload_corpus(Upload(), "manual", None)[0]
+        message = data_adding.upload_corpus(Upload(), "manual", None)[0]
         assert "1 cards" in message and "2 entries that are not .txt/.md were skipped" in message
         assert "bike &lt;manual&gt;.zip" in message
-        job = job_for(Registry(data_tab._settings()).open("manual"), data_tab._settings())
+        job = job_for(Registry(data_panels.get_settings()).open("manual"), data_panels.get_settings())
         assert job is None or job.wait(600)["status"] == "done"
     finally:
         handlers.use_base_settings(None)

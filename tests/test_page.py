@@ -11,9 +11,8 @@ from typing import Any
 
 import gradio as gr
 
-from inspector import badge, corpus_words, handlers, presenter, state, ui
+from inspector import badge, corpus_words, handlers, newest_turn, presenter, render, state, ui
 from inspector.examples import EXAMPLES
-from inspector.score_lines import move_mark
 from retrieval.corpus import LabeledQuery, load_cards
 from retrieval.corpus_entries import CorpusData, CorpusEntry
 from retrieval.types import Card, Chunk
@@ -95,20 +94,20 @@ def test_an_older_streamed_turn_drops_its_steps_once_a_newer_one_of_its_session_
     assert waiting.is_alive() and newer == []
     # resumed: its step went out; it stops, a newer action has arrived, on a step that changes nothing (Gradio's
     # closing message of a stream repeats its last step, and would show the older "scoring" step again)
-    assert list(older) == [handlers.unchanged_columns()]
-    waiting.join(handlers.OLDER_STEP_WAIT_S)
+    assert list(older) == [newest_turn.unchanged_columns()]
+    waiting.join(newest_turn.OLDER_STEP_WAIT_S)
     assert not waiting.is_alive()
     # an older action that reached the server last: nothing of it shows (a stream that yielded nothing would make
     # Gradio set every column to None: the badge emptied)
     late = list(event("s1", 2, "a cancelled action that reached the server last"))
     # every stream ends on a step that changes nothing: Gradio's closing message repeats a stream's last step, and an
     # older turn's repeat could land after a newer turn's first step (no page cancel stops it: see ui._wire)
-    assert newer[-1] == other[-1] == handlers.unchanged_columns()
+    assert newer[-1] == other[-1] == newest_turn.unchanged_columns()
     assert "level-full" in newer[-2][1] and 'data-seq="3"' in newer[-2][1] and "level-full" in other[-2][1]
-    assert late == [handlers.unchanged_columns()] and all(v == gr.skip() for v in late[0])
-    assert handlers._IN_FLIGHT == {}
+    assert late == [newest_turn.unchanged_columns()] and all(v == gr.skip() for v in late[0])
+    assert newest_turn._IN_FLIGHT == {}
     handlers.end_session(SimpleNamespace(session_hash="s1"))
-    assert "s1" not in handlers._NEWEST
+    assert "s1" not in newest_turn._NEWEST
 
 
 def test_a_newer_turns_steps_wait_until_an_older_step_on_its_way_is_handed_on():
@@ -128,9 +127,9 @@ def test_a_newer_turns_steps_wait_until_an_older_step_on_its_way_is_handed_on():
     waiting.start()
     waiting.join(0.5)
     assert waiting.is_alive() and newer == []  # held: the older step is not handed on yet
-    assert list(older) == [handlers.unchanged_columns()]  # resumed, the older stream stops: a newer action arrived
-    waiting.join(handlers.OLDER_STEP_WAIT_S)
-    assert newer == [("newer",), handlers.unchanged_columns()] and handlers._IN_FLIGHT == {}
+    assert list(older) == [newest_turn.unchanged_columns()]  # resumed, the older stream stops: a newer action arrived
+    waiting.join(newest_turn.OLDER_STEP_WAIT_S)
+    assert newer == [("newer",), newest_turn.unchanged_columns()] and newest_turn._IN_FLIGHT == {}
     handlers.end_session(SimpleNamespace(session_hash="w1"))
 
 
@@ -154,7 +153,7 @@ def test_an_older_turns_details_never_fill_the_page_under_a_newer_turn(ui):
     )
     assert older in json.dumps(other["last_turn"])
     handlers.end_session(request)
-    assert "d1" not in handlers._NEWEST_TURN
+    assert "d1" not in newest_turn._NEWEST_TURN
 
 
 def test_a_bad_turn_streams_its_message_once(ui):
@@ -280,8 +279,8 @@ def test_the_shipped_cards_keep_their_examples_and_banner(ui):
 
 # ------------------------------------------------------------------------------------------- badge and marks
 def test_rank_moves_read_as_marks():
-    assert ">▲3<" in move_mark(4, 1) and 'class="move up"' in move_mark(4, 1)
-    assert ">▼1<" in move_mark(1, 2) and ">=<" in move_mark(2, 2) and move_mark(None, 1) == ""
+    assert ">▲3<" in render.move_mark(4, 1) and 'class="move up"' in render.move_mark(4, 1)
+    assert ">▼1<" in render.move_mark(1, 2) and ">=<" in render.move_mark(2, 2) and render.move_mark(None, 1) == ""
 
 
 def test_the_badge_summarises_timings_and_explains_where_a_cosine_threshold_comes_from():

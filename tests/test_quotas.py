@@ -106,12 +106,12 @@ def test_attaching_from_the_page_follows_attach_from_page(tmp_path):
 
 
 def test_the_page_refuses_an_attach_the_policy_forbids(tmp_path):
-    from inspector import data_tab, handlers
+    from inspector import data_adding, handlers
 
     handlers.use_base_settings(_settings(tmp_path, attach_from_page="never"))
     try:
-        assert data_tab.attachable_choices() == []  # the picker offers nothing
-        out = data_tab.attach_collection("someone-elses", None, "", None, "token-a")
+        assert data_adding.attachable_choices() == []  # the picker offers nothing
+        out = data_adding.attach_collection("someone-elses", None, "", None, "token-a")
         assert "ATTACH_FROM_PAGE=never" in out[0]
     finally:
         handlers.use_base_settings(None)

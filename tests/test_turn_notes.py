@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from inspector import data_tab, turn_notes
+from inspector import data_panels, turn_notes
 from retrieval import calibration_jobs
 from retrieval.calibration_jobs import CalibrationJob
 from retrieval.corpora import Registry
@@ -14,7 +14,7 @@ from tests.conftest import control_values
 
 
 def test_the_picker_gives_the_size_of_the_corpus_in_use(ui):
-    labels = {name: label for label, name in data_tab.picker_choices()}
+    labels = {name: label for label, name in data_panels.picker_choices()}
     assert "not loaded yet" not in labels[SHIPPED] and re.search(r"\d+ sub-chunks", labels[SHIPPED]), labels[SHIPPED]
 
 

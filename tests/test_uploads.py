@@ -72,7 +72,7 @@ def test_only_recorded_uploads_are_ever_deleted(tmp_path):
 def test_the_data_tab_drops_an_upload_once_a_corpus_adopted_it_or_refused_it(tmp_path, monkeypatch):
     """The Data tab reads a valid upload into the store, so the route's copy goes at once; a refused one too.
     An upload already swept gets a message saying to upload it again."""
-    from inspector import data_tab, handlers, uploads
+    from inspector import data_adding, handlers, uploads
     from retrieval.settings import Settings
     from tests.conftest import MINI_CARDS, PATIENT
 
@@ -93,11 +93,11 @@ def test_the_data_tab_drops_an_upload_once_a_corpus_adopted_it_or_refused_it(tmp
         bad = _upload(tmp_path, "broken.jsonl", 0)
         Path(bad).write_text('{"id": "c1"\n')
         book.settle("alice", 0, [good, bad])
-        out = data_tab.upload_corpus(bad, "", None)
+        out = data_adding.upload_corpus(bad, "", None)
         assert "invalid JSON" in out[0] and not Path(bad).exists()
-        out = data_tab.upload_corpus(good, "", None)
+        out = data_adding.upload_corpus(good, "", None)
         assert "1 cards" in out[0] and not Path(good).exists()
-        out = data_tab.upload_corpus(good, "", None)
+        out = data_adding.upload_corpus(good, "", None)
         assert "no longer on the server" in out[0] and "Upload it again" in out[0]
     finally:
         handlers.use_base_settings(None)

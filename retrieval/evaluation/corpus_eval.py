@@ -125,7 +125,7 @@ def index_for(
         ValueError: the job failed, or the dense branch is unavailable.
     """
     from retrieval.corpora import Registry
-    from retrieval.dense import IndexingCancelled
+    from retrieval.dense_build import IndexingCancelled
     from retrieval.index_jobs import job_for, start_index
     from retrieval.retriever_cache import get_retriever, has_retriever
 
