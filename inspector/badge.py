@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from inspector.hit_rows import column_head
 from inspector.html_text import esc
 from inspector.render import COMMON_SHARE, LEVEL_WORDS
 from retrieval.query import normalisation_note, reveal_invisible
 from retrieval.settings import CONTROLS
-from retrieval.types import RetrievalResult
+from retrieval.types import BranchResult, RetrievalResult
 
 # The first words of a refusal, for anyone in the room: what it means, before any number.
 REFUSAL_PLAIN = "The cards do not answer this question, so the assistant says so instead of guessing."
@@ -183,7 +184,7 @@ _MARGINS = {
 }
 
 
-def _threshold_origin(test: str, settings: Mapping[str, object]) -> str:
+def _threshold_origin(test: str, settings: Mapping[str, Any]) -> str:
     """`` (= MIN_SIMILARITY 0.55 + REFUSAL_RESCUE_MARGIN 0.09)`` for a cosine test of the refusal rule, else ""."""
     if test not in _MARGINS:
         return ""
@@ -233,7 +234,7 @@ def carry_timings(final: RetrievalResult, first: RetrievalResult) -> RetrievalRe
     """``final`` (a streamed turn's last step, whose branches came from the per-turn cache, 0 ms) with the branch
     times of ``first`` (its first step, which ran them): a first run never says "cached" with 0.0 ms. The total
     counts them too. A branch the first step also read from the cache (an earlier turn ran it) stays "cached"."""
-    changes: dict[str, object] = {}
+    changes: dict[str, BranchResult] = {}
     timings = dict(final.timings_ms)
     for name in ("bm25", "dense"):
         done, ran = getattr(final, name), getattr(first, name)
@@ -248,4 +249,9 @@ def carry_timings(final: RetrievalResult, first: RetrievalResult) -> RetrievalRe
         return final
     if "total" in timings:
         timings["total"] = timings["total"] + carried
-    return dataclasses.replace(final, timings_ms=timings, **changes)
+    out = dataclasses.replace(final, timings_ms=timings)
+    if "bm25" in changes:
+        out = dataclasses.replace(out, bm25=changes["bm25"])
+    if "dense" in changes:
+        out = dataclasses.replace(out, dense=changes["dense"])
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 from inspector import render
 from inspector.examples import EXAMPLES
 from retrieval.corpora import Registry
+from retrieval.corpus import LabeledQuery
 from retrieval.corpus_entries import SHIPPED, CorpusData, medication_cards
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,8 @@ def _words(data: CorpusData) -> CorpusWords:
         steps = tuple(Step(e.label, e.text, e.shows, e.card, titles.get(e.card or "") or None) for e in EXAMPLES)
         return CorpusWords(entry.name, True, len(data.cards), len(data.chunks), SHIPPED_PLACEHOLDER, steps, "")
     steps = _labeled_steps(data, MAX_TOUR)
-    titles = [c.title for c in data.cards[:3] if c.title]
-    about = "; ".join(t[:60] for t in titles)
+    first_titles = [c.title for c in data.cards[:3] if c.title]
+    about = "; ".join(t[:60] for t in first_titles)
     placeholder = (
         f"e.g. {steps[0].text[:80]}"
         if steps
@@ -118,12 +119,12 @@ def _labeled_steps(data: CorpusData, limit: int) -> tuple[Step, ...]:
         if q.relevant and any(g > 0 for g in q.relevant.values()):
             by_category.setdefault(q.category or "turns", []).append(q)
     rng = random.Random(SEED)
-    pools = []
+    pools: list[list[LabeledQuery]] = []
     for category in sorted(by_category):
         pool = list(by_category[category])
         rng.shuffle(pool)
         pools.append(pool)
-    picked = []
+    picked: list[LabeledQuery] = []
     while len(picked) < limit and any(pools):
         for pool in pools:
             if pool and len(picked) < limit:

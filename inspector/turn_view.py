@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from inspector import badge, figures, map_view, render, turn_notes
 from inspector.exports import export_turn
+from inspector.hit_rows import Stage
 from inspector.turn import Turn
 from retrieval.pipeline import HybridRetriever
 
@@ -55,7 +56,7 @@ def idle_view(message: str) -> TurnView:
     )
 
 
-STAGES = ("bm25", "dense", "rrf", "reranked")
+STAGES: tuple[Stage, ...] = ("bm25", "dense", "rrf", "reranked")
 
 
 def columns_html(turn: Turn, stages: tuple[str, ...] = STAGES, *, status: bool = True) -> dict[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.helpers import Examples
 
 from inspector import (
     badge,
@@ -255,7 +256,7 @@ def _drawer() -> tuple[gr.Sidebar, dict[str, gr.components.Component]]:
     return sidebar, c
 
 
-def _examples(query: gr.Textbox, words: corpus_words.CorpusWords) -> gr.Examples:
+def _examples(query: gr.Textbox, words: corpus_words.CorpusWords) -> Examples:
     """The active corpus's example turns (the curated ones on the shipped cards; its labeled turns otherwise)."""
     samples, labels = corpus_words.example_samples(words)
     return gr.Examples(
@@ -317,11 +318,11 @@ def control_widget(spec: Knob, value: Any, **layout: Any) -> gr.components.Compo
     if spec.kind == "choice":
         return gr.Radio(list(spec.choices), **common)
     if spec.kind in {"int", "float"}:
-        if (spec.hi - spec.lo) / (spec.step or 1) > NUMBER_BOX_STEPS:
-            return gr.Number(
-                minimum=spec.lo, maximum=spec.hi, step=spec.step, precision=0 if spec.kind == "int" else None, **common
-            )
-        return gr.Slider(spec.lo, spec.hi, step=spec.step, **common)
+        lo, hi = spec.bounds()
+        step = spec.step or 1
+        if (hi - lo) / step > NUMBER_BOX_STEPS:
+            return gr.Number(minimum=lo, maximum=hi, step=step, precision=0 if spec.kind == "int" else None, **common)
+        return gr.Slider(lo, hi, step=spec.step, **common)
     raise ValueError(f"no widget for control {spec.name!r} of kind {spec.kind!r}")
 
 
@@ -373,7 +374,7 @@ def turn_seq_js(n: int) -> str:
 def _wire(
     query: gr.Textbox,
     run: gr.Button,
-    examples: gr.Examples,
+    examples: Examples,
     controls: dict[str, Any],
     o: dict[str, Any],
     corpus: gr.Textbox | None = None,

@@ -194,7 +194,7 @@ def remember_pick(session: str | None, query: str, corpus: str | None, card_id: 
     if not session:
         return
     keep = isinstance(card_id, str) and 0 < len(card_id) <= MAX_CARD_ID_CHARS
-    entry = (_turn_digest(str(query or "")), _corpus_name(corpus), card_id) if keep else None
+    entry = (_turn_digest(str(query or "")), _corpus_name(corpus), card_id) if keep and card_id else None
     with _PICKS_LOCK:
         _PICKS.pop(session, None)
         if entry is not None:

@@ -32,16 +32,17 @@ class Knob:
             if not isinstance(value, bool):
                 raise ValueError(f"{self.env} must be true or false, got {value!r}.")
         elif self.kind == "int":
-            lo, hi = self._bounds()
+            lo, hi = self.bounds()
             _check_int(self.env, value, int(lo), int(hi))
         elif self.kind == "float":
-            _check_float(self.env, value, *self._bounds())
+            _check_float(self.env, value, *self.bounds())
         elif self.kind == "choice":
             _check_choice(self.env, value, self.choices)
         elif self.kind == "name" or value is not None:
             _check_name(self.env, value)
 
-    def _bounds(self) -> tuple[float, float]:
+    def bounds(self) -> tuple[float, float]:
+        """The knob's (lo, hi); a numeric knob always has both."""
         if self.lo is None or self.hi is None:
             raise TypeError(f"{self.env} is a {self.kind} knob without lo and hi.")
         return self.lo, self.hi
