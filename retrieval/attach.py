@@ -12,13 +12,16 @@ store names the collection and the model; deleting the corpus forgets the record
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from retrieval import corpus_store
 from retrieval.settings import Settings
 from retrieval.types import Card, Chunk
+
+if TYPE_CHECKING:
+    from retrieval.corpus_entries import CorpusEntry
 
 PAGE = 1000
 
@@ -88,7 +91,7 @@ def cards_of(chunks: list[Chunk]) -> list[Card]:
     ]
 
 
-def read_attached(settings: Settings, entry) -> tuple[list[Chunk], list[Card]]:
+def read_attached(settings: Settings, entry: CorpusEntry) -> tuple[list[Chunk], list[Card]]:
     """An attached corpus's sub-chunks and cards, read from its collection (``Registry.load``)."""
     meta = corpus_store.meta_of(settings, entry.name)
     chunks, _ = read_collection(

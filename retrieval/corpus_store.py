@@ -46,7 +46,7 @@ _HTTP_CLIENTS: dict[tuple[str, int], Any] = {}
 _HTTP_LOCK = threading.Lock()
 
 
-def client_for(settings: Settings):
+def client_for(settings: Settings) -> Any:
     """The Chroma client of these settings' store: the server at ``CHROMA_HOST`` (one HTTP client per server, kept:
     making one costs round trips), else the embedded ``CHROMA_PATH`` (chromadb keeps one per path)."""
     from retrieval.chroma_store import chroma_client
@@ -181,7 +181,7 @@ def create(
     return name
 
 
-def _drop_stale(client) -> None:
+def _drop_stale(client: Any) -> None:
     """Drop records left ``writing`` by a process that died while adding (older than ``STALE_WRITING_S``)."""
     now = time.time()
     for col in client.list_collections():
@@ -198,7 +198,7 @@ def _drop_stale(client) -> None:
                 pass
 
 
-def _write_rows(col, cards: Sequence[Card], queries: Sequence[LabeledQuery]) -> None:
+def _write_rows(col: Any, cards: Sequence[Card], queries: Sequence[LabeledQuery]) -> None:
     rows: list[tuple[str, str, dict[str, Any]]] = [
         (
             f"card:{i:09d}",
@@ -277,7 +277,7 @@ def read(settings: Settings, name: str) -> tuple[dict[str, Any], list[Card], lis
     return meta, [c for _, c in sorted(cards, key=lambda p: p[0])], [q for _, q in sorted(turns, key=lambda p: p[0])]
 
 
-def _get(client, name: str):
+def _get(client: Any, name: str) -> Any:
     try:
         return client.get_collection(PREFIX + name)
     except Exception as exc:

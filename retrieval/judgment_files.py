@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrieval.corpus import CorpusError, _json_lines, _tsv_rows
 from retrieval.judgments import (
@@ -27,6 +28,9 @@ from retrieval.judgments import (
     corpus_identity,
 )
 from retrieval.settings import Settings
+
+if TYPE_CHECKING:
+    from retrieval.corpus_entries import CorpusData
 
 STREAM_ROWS = 50_000  # qrels rows per write of an import (each write reads and rewrites at most 4,096 records)
 
@@ -213,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _change(args: argparse.Namespace, store: JudgmentStore, data, name: str, ident: str) -> int:
+def _change(args: argparse.Namespace, store: JudgmentStore, data: CorpusData, name: str, ident: str) -> int:
     if not args.turn:
         raise ValueError(f"judgments {args.action} needs --turn.")
     if args.action == "undo":

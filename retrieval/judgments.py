@@ -40,7 +40,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -168,9 +168,9 @@ def _judgments_of(meta: dict[str, Any], body: dict[str, Any], only: str | None =
     ]
 
 
-def _change(entry: dict[str, Any], card: str, after: dict[str, Any] | None, by: str) -> dict[str, Any] | None:
+def _change(entry: dict[str, Any], card: str, after: list[Any] | None, by: str) -> list[Any] | None:
     """Set (or, with ``after`` None, drop) a card's grade in a turn's entry, noting it in its history; the grade
-    before."""
+    before. A grade is ``[grade, when (UTC), by, fingerprint]``."""
     before = entry["grades"].get(card)
     if after is None:
         entry["grades"].pop(card, None)
@@ -208,10 +208,10 @@ class _Records:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._collection = None
+        self._collection: Any = None  # a Chroma collection, made on first use
 
     @property
-    def collection(self):
+    def collection(self) -> Any:
         if self._collection is None:
             from retrieval.corpus_store import client_for
 
@@ -246,7 +246,7 @@ class _Records:
         n = max(0, self.count_by(by) + delta)
         self.collection.upsert(ids=[_tally_id(by)], embeddings=[[1.0]], metadatas=[{"tally": n}])
 
-    def _edit(self, corpus: str, turn: str, scope: str, edit) -> Any:
+    def _edit(self, corpus: str, turn: str, scope: str, edit: Callable[[dict[str, Any]], Any]) -> Any:
         """Read a turn's entry, let ``edit(entry)`` change it (its result is returned), write it back."""
         rid, key = _record_id(_check_corpus(corpus), scope, turn), turn_key(turn)
         with _WRITE_LOCK:
@@ -373,7 +373,7 @@ class JudgmentStore(_Records):
         """Forget one judgment (False if there is none); noted in the turn's history, so it can be undone."""
         card_id = check_card_id(card_id)
 
-        def edit(entry):
+        def edit(entry: dict[str, Any]) -> bool:
             return card_id in entry["grades"] and _change(entry, card_id, None, by) is not None
 
         done = bool(self._edit(corpus, turn, scope, edit))
@@ -385,7 +385,7 @@ class JudgmentStore(_Records):
         """Undo the latest change ``by`` made to ``turn``'s judgments in ``scope``: the card's grade before it comes
         back (or the card is unjudged again). Returns the card id, or None when ``by`` has nothing to undo there."""
 
-        def edit(entry):
+        def edit(entry: dict[str, Any]) -> dict[str, Any] | None:
             mine = [i for i, change in enumerate(entry["history"]) if change["by"] == by]
             if not mine:
                 return None

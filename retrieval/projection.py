@@ -28,6 +28,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,7 @@ class Projection:
         return float(x), float(y)
 
 
-def _one_blas_thread():
+def _one_blas_thread() -> AbstractContextManager[object]:
     """BLAS on one thread for the fit: on two shared cores OpenBLAS's two spinning threads made a 384 x 384 ``eigh``
     take 2.5 s where one thread took 0.06 s (load 13, ``python -m retrieval bench-map``)."""
     try:
@@ -138,7 +139,7 @@ def key_for(store: Any) -> str:
     return f"{VERSION}-{store.fingerprint}"
 
 
-def _collection(client: Any):
+def _collection(client: Any) -> Any:
     return client.get_or_create_collection(COLLECTION, metadata={"hnsw:space": "cosine"})
 
 

@@ -58,7 +58,11 @@ def measure(retriever: Any, settings: Settings, turns: Sequence[str], runs: int 
     for _ in range(runs):
         for turn in turns:
             result = retriever.retrieve(turn, settings, prescore=False)  # no background scoring while timing
-            text, wall, cpu = _cpu_ms(lambda r=result: map_view.for_turn(retriever, r).to_json())
+
+            def draw(r: Any = result) -> str:
+                return map_view.for_turn(retriever, r).to_json()
+
+            text, wall, cpu = _cpu_ms(draw)
             per_turn.append(wall)
             per_turn_cpu.append(cpu)
             sizes.append(len(text))
@@ -121,7 +125,7 @@ def run(
     runs: int,
     log: Callable[[str], None],
     browser: bool = False,
-):
+) -> dict[str, Any]:
     """One row per size: the shipped cards at their own size, replicas above it."""
     from retrieval.corpus import DEFAULT_CHUNK_WORDS, load_cards, split_cards
     from retrieval.encoders import load_embedder
