@@ -122,7 +122,8 @@ def caption_html(step: Step | None, index: int = -1, total: int = 0) -> str:
         )
     card = f' · watch <b class="watch">{render.esc(step.title or step.card)}</b>' if step.card else ""
     return (
-        f'<div class="tour-caption" data-step="{index + 1}"{watch_attr}><span class="tour-count">{index + 1}/{total}</span> '
+        f'<div class="tour-caption" data-step="{index + 1}"{watch_attr}>'
+        f'<span class="tour-count">{index + 1}/{total}</span> '
         f"<b>{render.esc(step.label)}</b>: {render.esc(step.caption)}{card}</div>{watch}{KEYS_HTML}"
     )
 

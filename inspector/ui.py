@@ -147,8 +147,8 @@ def build_inspector_tab(
     page's banner, follows it.
 
     The answer comes first: the turn row (its label names the corpus; the three headline controls beside it), the
-    link's warning, the level badge and the four columns fill the first screen; every other control sits in a drawer (a Gradio
-    Sidebar, closed by default), grouped; compare mode, charts, explain, context and export follow below."""
+    link's warning, the level badge and the four columns fill the first screen; every other control sits in a drawer
+    (a Gradio Sidebar, closed by default), grouped; compare mode, charts, explain, context and export follow below."""
     words = corpus_words.words_for(None)
     sidebar, drawer = _drawer()
     query, run, headline, present, open_controls = _turn_row(words)

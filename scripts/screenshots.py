@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.app_server import SHIPPED, AppServer  # the tests' launcher: the same real app
+from tests.app_server import SHIPPED, AppServer  # noqa: E402  (the tests' launcher: the same real app)
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 ARGS = [

@@ -5,8 +5,9 @@
 Starts ``python app.py`` (its own temporary store, SESSION_IDLE_S=3) and reads its resident memory (VmRSS) from
 /proc, then opens ``--sessions`` new sessions, each sending one turn of ``--kb`` KB (over the 2,000-character limit,
 so refused) to the page's streamed turn event (Run) the way a script speaking Gradio's queue does (``/queue/join``
-with a new session, then its ``/queue/data`` stream until the result; no heartbeat), and reads the memory again: right after, and once the sessions have been
-idle past SESSION_IDLE_S. Prints the three readings (MB), the per-session growth, the load and the date.
+with a new session, then its ``/queue/data`` stream until the result; no heartbeat), and reads the memory again:
+right after, and once the sessions have been idle past SESSION_IDLE_S. Prints the three readings (MB), the
+per-session growth, the load and the date.
 """
 
 from __future__ import annotations

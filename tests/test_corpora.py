@@ -370,7 +370,8 @@ def test_index_job_shared_by_two_requests_then_query_then_delete(registry_settin
 
 
 def test_the_number_of_corpora_kept_is_capped(registry_settings, tmp_path):
-    """MAX_CORPORA: uploads cannot fill the disk; the same content again is still reused, and a deletion frees a place."""
+    """MAX_CORPORA: uploads cannot fill the disk; the same content again is still reused, and a deletion frees a
+    place."""
     reg = Registry(registry_settings, Limits(max_corpora=1))
     first = jsonl(tmp_path / "one.jsonl", [CARD])
     data, _ = reg.add(first, copy=True)

@@ -321,7 +321,8 @@ def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page
 
 def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser, server):
     """A share link's corpus= opens that corpus for the new session (a labeled turn gets its relevance marks in
-    compare mode, the page's link names the corpus); a path or an unknown name is reported and the shipped cards used."""
+    compare mode, the page's link names the corpus); a path or an unknown name is reported and the shipped cards
+    used."""
     from urllib.parse import urlencode
 
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
