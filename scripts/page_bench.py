@@ -25,18 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.app_server import SHIPPED, AppServer  # noqa: E402  (the tests' launcher: the same real app)
-
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, SHIPPED, AppServer  # noqa: E402  (the tests' launcher)
 
 # Installed before each Run: records when the new turn's fused rows and its reranked rows first appear.
 WATCH_JS = """(text) => {
@@ -88,7 +77,7 @@ def main() -> None:
     ][: args.turns + 1]
     rows = []
     with tempfile.TemporaryDirectory() as tmp, AppServer(Path(tmp), SHIPPED).running() as app, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.set_default_timeout(120_000)
         page.goto(app.url)

@@ -14,7 +14,6 @@ ADR recipe as B), data-tab.png (the Data tab).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -24,15 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.app_server import SHIPPED, AppServer  # noqa: E402  (the tests' launcher: the same real app)
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, SHIPPED, AppServer  # noqa: E402  (the tests' launcher)
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-]
 TIMEOUT_MS = 180_000
 TURN = "GS-40 E-09"
 
@@ -143,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(PICTURES)
     with tempfile.TemporaryDirectory() as tmp, AppServer(Path(tmp), SHIPPED).running() as app, sync_playwright() as p:
         executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-        browser = p.chromium.launch(executable_path=executable, args=ARGS)
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         for name in names:
             PICTURES[name](browser, app.url, args.out)
             print(f"wrote {args.out / (name + '.png')}")

@@ -19,6 +19,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "corpus" / "cards.jsonl"
 MINI = Path(__file__).resolve().parent / "data" / "mini_cards.jsonl"
+# Debian's Chromium, and the flags every headless run here uses (browser tests, make screenshots, the page bench):
+# no sandbox as root, no GPU, and no connection anywhere but 127.0.0.1.
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:

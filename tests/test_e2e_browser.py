@@ -16,18 +16,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.settings import Settings
-from tests.app_server import SHIPPED
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, SHIPPED
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 INJECTION = "<img src=x onerror=alert(1)>"
 TIMEOUT_MS = 90_000
 LOCAL = ("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "about:")
