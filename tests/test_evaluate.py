@@ -426,7 +426,9 @@ def test_evaluation_tab_in_a_real_browser(cached_runs):
             expect(summary).to_contain_text("Shown: the cached file", timeout=60_000)
             expect(summary).to_contain_text("beats each branch alone")
             expect(page.locator("#eval-wins")).to_contain_text("Per-turn nDCG@10 of rrf")
-            expect(page.locator("#eval-metrics .js-plotly-plot")).to_have_count(1)
+            expect(page.locator("#eval-metrics .js-plotly-plot")).to_have_count(
+                1, timeout=30_000
+            )  # drawn after the summary
             page.get_by_label("full").last.check()  # the hybrid radio: wins and losses of full
             expect(page.locator("#eval-wins")).to_contain_text("Per-turn nDCG@10 of full", timeout=30_000)
             browser.close()

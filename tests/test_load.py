@@ -49,7 +49,7 @@ API_FIELDS = tuple(f for f in TurnView._fields if f != "last_turn")  # gr.State 
 
 ROW = re.compile(r'<div class="(hit(?: [^"]*)?)"[^>]*?\sdata-chunk="([^"]*)"')
 FORMULA = re.compile(r'<code class="formula">(.*?)</code>')
-BADGE = re.compile(r'<div class="status level-([^"]*)">')
+BADGE = re.compile(r'<div class="status level-([^"]*)"[ >]')  # the badge may carry data- attributes after its class
 TIMINGS = re.compile(r'<div class="timings"[^>]*>.*?</div>', re.S)  # (it has a title with every timing)
 MS = re.compile(
     r"\d+(?:\.\d+)? ms\b|(?<=hits · )cached|(?<=hit · )cached"
