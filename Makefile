@@ -25,9 +25,9 @@ run: $(VENV)/.runtime
 
 # --durations=20: every run (CI's too, .ci/run calls this target) ends with the 20 slowest tests, so the cost of
 # a test stays visible; the whole suite must stay under 8 minutes on a quiet 2-core machine.
-# -n 2 (pytest-xdist): two worker processes; the files that drive the session's shared app (the browser tests) run
-# in one of them, in order, while the other takes the remaining files one by one (the scheduler: tests/conftest.py,
-# which pytest reads before the workers start because `tests` is named). TEST_WORKERS=0: one process, as before.
+# -n 2 (pytest-xdist): two worker processes, each taking whole test files (the long ones first) and starting its
+# own shared app for the browser files it gets (the scheduler: tests/conftest.py, which pytest reads before the
+# workers start because `tests` is named). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 
 test: $(VENV)/.dev

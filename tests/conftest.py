@@ -52,10 +52,30 @@ PATIENT = dict(bm25_timeout_ms=60_000, dense_timeout_ms=60_000, rerank_timeout_m
 
 
 @pytest.fixture(scope="session")
-def mini_settings(chroma_dir):
+def store_cache(tmp_path_factory) -> Path:
+    """The run's folder shared by its test processes (pytest-xdist's workers each have a temp folder below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def prebuilt(corpus: Path, store_cache: Path, chroma: Path) -> Path:
+    """``chroma``, a copy of the run's one store of ``corpus`` (``tests.app_server.prebuilt_store``): the session's
+    retrievers and launched apps open an indexed store, as after a restart, instead of embedding the corpus again."""
+    import shutil
+
+    from tests.app_server import prebuilt_store
+
+    if not chroma.exists():
+        shutil.copytree(prebuilt_store(corpus, store_cache), chroma)
+    return chroma
+
+
+@pytest.fixture(scope="session")
+def mini_settings(chroma_dir, store_cache):
     from retrieval.settings import Settings
 
-    return Settings(corpus_path=str(MINI_CARDS), chroma_path=str(chroma_dir / "mini"), min_similarity=0.3, **PATIENT)
+    chroma = prebuilt(MINI_CARDS, store_cache, chroma_dir / "mini")
+    return Settings(corpus_path=str(MINI_CARDS), chroma_path=str(chroma), min_similarity=0.3, **PATIENT)
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +87,11 @@ def mini(mini_settings):
 
 
 @pytest.fixture(scope="session")
-def shipped_settings(chroma_dir):
+def shipped_settings(chroma_dir, store_cache):
     from retrieval.settings import Settings
 
-    return Settings.from_env({}, chroma_path=str(chroma_dir / "shipped"), **PATIENT)
+    chroma = prebuilt(SHIPPED_CARDS, store_cache, chroma_dir / "shipped")
+    return Settings.from_env({}, chroma_path=str(chroma), **PATIENT)
 
 
 @pytest.fixture(scope="session")
@@ -82,14 +103,16 @@ def shipped(shipped_settings):
 
 
 @pytest.fixture(scope="session")
-def shipped_app(tmp_path_factory):
+def shipped_app(tmp_path_factory, store_cache):
     """``python app.py`` on the shipped corpus (the mini corpus if it is missing), default settings, a temporary
     Chroma: started once for the session and shared by the browser test files that need no app of their own (each
     test still opens its own browser context, so its own Gradio session). Starting the app indexes the corpus, so
     one start instead of one per file saves a model load and an indexing per file."""
-    from tests.app_server import MINI, SHIPPED, AppServer
+    from tests.app_server import MINI, SHIPPED, AppServer, prebuilt_store
 
-    with AppServer(tmp_path_factory.mktemp("e2e"), SHIPPED if SHIPPED.exists() else MINI).running() as app:
+    corpus = SHIPPED if SHIPPED.exists() else MINI
+    store = prebuilt_store(corpus, store_cache)
+    with AppServer(tmp_path_factory.mktemp("e2e"), corpus, store=store).running() as app:
         yield app
 
 
@@ -130,36 +153,30 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.browser)
         elif name == "test_load.py":
             item.add_marker(pytest.mark.load)
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # the shared app's unit first: it is the longest (see below)
-        items.sort(key=lambda item: not _drives_the_shared_app(item.path))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the long files first (see below)
+        items.sort(key=lambda item: not _long_file(item.path))
 
 
 # ------------------------------------------------------------------------------------------- two test workers
-# `make test` runs pytest-xdist with two workers. The files that drive the session's shared app (``shipped_app``:
-# they ask for it, or import the browser fixtures that do) are one unit of work, run by one worker in file order as
-# without workers, so the app starts once and sees one page at a time; every other file is a unit of its own, handed
-# to whichever worker is free. The browser tests mostly wait on the app and Chromium, so the other worker runs the
-# rest meanwhile. (xdist's own `--dist loadgroup` marks do not work with pytest 9: they rename a test's node id,
-# which pytest 9 no longer reads from the attribute xdist sets.)
-SHARED_APP = "the session's shared app"
+# `make test` runs pytest-xdist with two workers. Each test file is one unit of work, run in order by one worker
+# (a file's tests may build on each other: the Data tab's upload, then a turn on it); the units go to whichever
+# worker is free. A worker starts the session's shared app (``shipped_app``, on a copy of the run's prebuilt
+# store) when its first browser file asks for it, so each worker drives its own app, one page at a time. The files
+# that launch an app, drive Chromium or run subprocesses are the long units: they are handed out first, so no long
+# file starts last while the other worker sits idle. (xdist's own `--dist loadgroup` marks do not work with
+# pytest 9: they rename a test's node id, which pytest 9 no longer reads from the attribute xdist sets.)
+LONG_FILE_SIGNS = ("shipped_app", "from tests.test_e2e_browser import", "AppServer(", "mark.browser", "sys.executable")
 
 
 @functools.cache
-def _drives_the_shared_app(path: Path) -> bool:
+def _long_file(path: Path) -> bool:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    return path.name != "conftest.py" and ("shipped_app" in text or "from tests.test_e2e_browser import" in text)
+    return path.name != "conftest.py" and any(sign in text for sign in LONG_FILE_SIGNS)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: pytest without it (-p no:xdist) runs as before
 def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadFileScheduling
 
-    root = Path(config.rootpath)
-    config.option.loadscopereorder = False  # units in collection order: the shared app's first, started at once
-
-    class SharedAppTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::", 1)[0]
-            return SHARED_APP if _drives_the_shared_app(root / file) else file
-
-    return SharedAppTogether(config, log)
+    config.option.loadscopereorder = False  # units in the order above: the long files first
+    return LoadFileScheduling(config, log)

@@ -21,17 +21,18 @@ from pathlib import Path
 import pytest
 
 from inspector.handlers import EXPORT_KEEP
-from tests.app_server import MINI, AppServer
+from tests.app_server import MINI, AppServer, prebuilt_store
 
 TURN = "GlucoSense GS-40 error E-07"
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tmp_path_factory, store_cache):
     workdir = tmp_path_factory.mktemp("app-cache")
     server = AppServer(
         workdir,
         MINI,
+        store=prebuilt_store(MINI, store_cache),
         extra_env={
             "GRADIO_TEMP_DIR": str(workdir / "gradio"),
             "MAX_UPLOAD_MB": "1",

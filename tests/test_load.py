@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from inspector.handlers import CONTROLS, TurnView
-from tests.app_server import SHIPPED, AppServer
+from tests.app_server import SHIPPED, AppServer, prebuilt_store
 
 QUERIES = SHIPPED.with_name("queries.jsonl")
 CATEGORIES = ("lexical", "semantic", "mixed", "multilingual")  # one turn of each: 4 model passes in all
@@ -279,7 +279,7 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def app(outside, tmp_path_factory):
+def app(outside, tmp_path_factory, store_cache):
     """The real app on the shipped corpus with a temporary Chroma, launched once for the module; with ``LOAD_URL``
     set (e.g. the reverse proxy of ``scripts/scale_out.py``, in front of one or more apps on the shipped corpus with
     the same patient budgets) the sessions go there instead, and nothing is launched."""
@@ -291,7 +291,8 @@ def app(outside, tmp_path_factory):
     work = tmp_path_factory.mktemp("load")
     tmp = work / "tmp"  # the app's own temp dir (its exports live in a private folder made at its first turn)
     tmp.mkdir(parents=True)
-    with AppServer(work, SHIPPED, extra_env={**BUDGETS, "TMPDIR": str(tmp)}).running() as server:
+    store = prebuilt_store(SHIPPED, store_cache)
+    with AppServer(work, SHIPPED, extra_env={**BUDGETS, "TMPDIR": str(tmp)}, store=store).running() as server:
         yield server
 
 

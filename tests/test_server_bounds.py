@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tests.app_server import SHIPPED, AppServer
+from tests.app_server import SHIPPED, AppServer, prebuilt_store
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -28,11 +28,12 @@ CONFIGS = ["bm25", "dense", "rrf", "full"]
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tmp_path_factory, store_cache):
     workdir = tmp_path_factory.mktemp("server-bounds")
     server = AppServer(
         workdir,
         SHIPPED,
+        store=prebuilt_store(SHIPPED, store_cache),
         extra_env={
             "UPLOAD_CLIENT_MB": "1",
             "UPLOAD_UNUSED_S": "600",
