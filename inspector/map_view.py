@@ -196,25 +196,26 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
     return fig
 
 
-def progress_text(snap: Mapping[str, Any]) -> str:
-    """What the map's place says while its map is being made."""
-    if snap.get("status") == "failed":
-        return f"The map could not be made ({snap.get('error', '')}). The lists above are unaffected."
-    total, done = int(snap.get("total") or 0), int(snap.get("done") or 0)
-    share = f" ({done:,} of {total:,} sub-chunks, {done / total:.0%})" if total else ""
-    return f"The map of this corpus is being made: {snap.get('stage', '')}{share}. It appears with the next turn."
+def progress_text(snap: projection.MapStatus) -> str:
+    """What the map's place says while its map is being made (plain text: ``message_figure`` escapes it)."""
+    if snap.state == projection.FAILED:
+        return f"The map could not be made ({snap.error}). The lists above are unaffected."
+    if snap.state == projection.QUEUED:
+        return "The map of this corpus waits for another corpus's map to finish. It appears with a later turn."
+    share = f" ({snap.done:,} of {snap.total:,} sub-chunks, {snap.fraction:.0%})" if snap.total and snap.done else ""
+    return f"The map of this corpus is being made: {snap.stage}{share}. It appears with the next turn."
 
 
 @failsafe(TITLE)
-def for_turn(retriever: Any, result: RetrievalResult) -> go.Figure:
-    """The map for an executed turn, or a message: no dense store, or its map still being made (then started in
-    the background; a small corpus's is waited for)."""
+def for_turn(retriever: Any, result: RetrievalResult, corpus: str = "") -> go.Figure:
+    """The map for an executed turn of ``corpus``, or a message: no dense store, or its map still being made (then
+    started in the background; a small corpus's is waited for)."""
     store = retriever.dense
     if store is None:
         return message_figure("No map: the dense store is unavailable, and the map is made of its vectors.", TITLE)
     made = projection.ready(store)
     if made is None:
-        job = projection.request(store)
+        job = projection.request(store, corpus)
         made = job.wait(SYNC_WAIT_S if len(store) <= SYNC_MAX else 0.0)
         if made is None:
             return message_figure(progress_text(job.snapshot()), TITLE)
