@@ -21,12 +21,12 @@ from retrieval import projection
 from retrieval.turn_map import TurnMap, turn_map
 from retrieval.types import Chunk, RetrievalResult
 
-TITLE = "Map: where the turn lands among the cards"
+TITLE = "Map: where the turn lands"
 HONESTY = (
     "A 2-D projection distorts distances: dots close on the map may be far apart in the embedding space. "
     "The tooltip gives each card's true cosine to the turn."
 )
-HEIGHT = 460
+HEIGHT = 420  # a plot area of about 335 px under one header row (the title, the stage buttons)
 GL_FROM = 1000  # a corpus of this many sub-chunks or more is drawn with WebGL (Scattergl)
 HOVER_ALL_MAX = 20_000  # every faint dot carries its title up to this corpus size (past it only the marked ones)
 SYNC_MAX = 5000  # a map of up to this many sub-chunks is waited for in the turn's event the first time
@@ -165,7 +165,7 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
         paper_bgcolor="#ffffff",
         plot_bgcolor="#ffffff",
         height=HEIGHT,
-        margin=dict(l=10, r=10, t=96, b=10),
+        margin=dict(l=10, r=10, t=40, b=10),  # one header row: the title at the left, the stage buttons at the right
         hoverlabel=dict(font_size=13),
         hovermode="closest",
         legend=dict(orientation="v", x=1.0, xanchor="left", y=1.0),
@@ -177,13 +177,13 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
             dict(
                 type="buttons",
                 direction="right",
-                x=0.0,
-                xanchor="left",
-                y=1.02,
+                x=1.0,
+                xanchor="right",
+                y=1.0,
                 yanchor="bottom",
                 showactive=True,
                 active=0,
-                pad=dict(r=4, t=0),
+                pad=dict(r=0, t=0, b=6),
                 buttons=[
                     dict(label=label, method="restyle", args=[{"visible": _visible(shown)}]) for label, shown in STEPS
                 ],
