@@ -1,5 +1,6 @@
 """What every part of the Data tab shares: the registry and Settings it works on, the message panel, the progress
-bar, the active corpus line, the picker's choices, and opening a corpus (its indexing job started or joined)."""
+bar, the map's build state, the active corpus line, the picker's choices, and opening a corpus (its indexing job
+started or joined)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import gradio as gr
 
 from inspector import controls, render
-from retrieval import quotas
+from retrieval import projection, quotas
 from retrieval.corpora import Registry
 from retrieval.corpus_entries import SHIPPED
 from retrieval.corpus_retrievers import is_ready
@@ -66,6 +67,42 @@ def progress_html(snap: dict[str, Any] | None) -> str:
         f'<span class="pct">{pct:.0f}%</span> <b>{render.esc(snap["name"])}</b>: {status}, '
         f"{snap['done']:,}/{snap['total']:,} sub-chunks embedded{rate}{eta}</div>"
     )
+
+
+def map_html(snap: projection.MapStatus | None, corpus: str) -> str:
+    """The map's line under the progress bar: the active corpus's map queued, being built (its stage and the
+    sub-chunks done), ready (its points, when it was fitted) or failed (the reason); every value escaped."""
+    name = f"<b>{render.esc(corpus)}</b>"
+    if snap is None:
+        return (
+            f'<div class="map-progress idle">Map of {name}: not asked for in this app process yet (it is made '
+            "after indexing, or with the corpus's first turn).</div>"
+        )
+    state = render.esc(snap.state)
+    if snap.state == projection.READY:
+        how = "loaded from the store" if snap.loaded else f"fitted here in {snap.elapsed_s:.1f} s"
+        when = f", fitted {render.esc(snap.when)}" if snap.when else ""
+        text = f"ready: {snap.points:,} points{when} ({how}), {render.esc(snap.model)}"
+    elif snap.state == projection.FAILED:
+        text = f"failed: {render.esc(snap.error)}. The lists are unaffected; the corpus's next turn tries again"
+    elif snap.state == projection.QUEUED:
+        text = f"queued: waits for another corpus's map to finish ({snap.total:,} sub-chunks)"
+    else:
+        count = f", {snap.done:,}/{snap.total:,} sub-chunks ({snap.fraction:.0%})" if snap.done else ""
+        text = (
+            f'building <progress max="{snap.total}" value="{snap.done}"></progress> '
+            f"{render.esc(snap.stage)}{count}, {snap.elapsed_s:.0f} s so far"
+        )
+    return f'<div class="map-progress {state}" role="status">Map of {name}: {text}.</div>'
+
+
+def map_poll(corpus: str | None) -> tuple[str, Any]:
+    """The map's line for the session's corpus, and its timer: on while that map is queued or being built (a
+    look-up in ``retrieval.projection``, no store read)."""
+    name = corpus if isinstance(corpus, str) and corpus else SHIPPED
+    snap = projection.status(name)
+    busy = snap is not None and snap.state in (projection.QUEUED, projection.BUILDING)
+    return map_html(snap, name), gr.Timer(active=busy)
 
 
 def active_html(name: str | None) -> str:

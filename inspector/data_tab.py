@@ -22,6 +22,8 @@ from inspector.data_panels import (
     begin,
     get_registry,
     get_settings,
+    map_html,
+    map_poll,
     message_html,
     picker_choices,
     progress_html,
@@ -199,6 +201,8 @@ def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
             # beside the drop zone, in the first screen at 1280x720 (they were at y=990, below the calibration).
             message = gr.HTML("", elem_id="data-message")
             progress = gr.HTML(progress_html(None), elem_id="index-progress")
+            # the map is built after indexing (retrieval.projection): its state for the session's corpus
+            map_state = gr.HTML(map_html(None, SHIPPED), elem_id="map-progress")
             cancel_btn = gr.Button("Cancel indexing", elem_id="index-cancel", size="sm")
     with gr.Row(equal_height=True):
         refusal = gr.Textbox(
@@ -236,6 +240,7 @@ def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
             )
             attach_btn = gr.Button("Attach", elem_id="attach-go", scale=1)
     timer = gr.Timer(POLL_S, active=False)
+    map_timer = gr.Timer(POLL_S, active=False)  # on while the session's corpus's map is queued or being built
     private: dict[str, Any] = dict(api_visibility="private")
     state_out = [message, progress, corpus, pending, timer]
     open_btn.click(open_corpus, [picker, corpus], state_out, **private)
@@ -246,7 +251,8 @@ def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
         concurrency_limit=2,
         **private,
     )
-    timer.tick(poll, [pending, corpus], state_out, **private)
+    timer.tick(poll, [pending, corpus], state_out, **private).then(map_poll, corpus, [map_state, map_timer], **private)
+    map_timer.tick(map_poll, corpus, [map_state, map_timer], **private)
     cancel_btn.click(cancel, pending, message, **private)
     delete_btn.click(delete, [picker, corpus, owner], [message, corpus, picker], **private)
     picker.change(refusal_of, picker, refusal, **private)
@@ -264,6 +270,7 @@ def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
         **private,
     )
     corpus.change(active_html, corpus, active, **private)
+    corpus.change(map_poll, corpus, [map_state, map_timer], **private)
     # the corpus now in use is loaded: the picker gives its size (it said "not loaded yet" for the corpus in use)
     corpus.change(lambda c: gr.Dropdown(choices=picker_choices(c)), corpus, picker, **private)
     root = gr.context.Context.root_block  # each page load lists the corpora indexed since the app started
@@ -274,3 +281,4 @@ def build_data_tab(corpus: gr.Textbox, owner: gr.State | None = None) -> None:
             [picker, collections],
             **private,
         )
+        root.load(map_poll, corpus, [map_state, map_timer], **private)

@@ -49,6 +49,7 @@ from inspector.turn_view import (
     render_turn,
     stream_step,
 )
+from retrieval.corpus_entries import SHIPPED
 from retrieval.query import QueryError, clean_query
 from retrieval.rerank import needs_model
 from retrieval.retriever_cache import get_retriever
@@ -240,4 +241,4 @@ def warm_up() -> None:
     retriever = get_retriever(settings)
     retriever.retrieve("warm-up turn", settings)
     if retriever.dense is not None:  # the map of the shipped corpus: loaded from the store, or fitted once
-        map_view.projection.request(retriever.dense)
+        map_view.projection.request(retriever.dense, SHIPPED)

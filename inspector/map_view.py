@@ -21,12 +21,12 @@ from retrieval import projection
 from retrieval.turn_map import TurnMap, turn_map
 from retrieval.types import Chunk, RetrievalResult
 
-TITLE = "Map: where the turn lands among the cards"
+TITLE = "Map: where the turn lands"
 HONESTY = (
     "A 2-D projection distorts distances: dots close on the map may be far apart in the embedding space. "
     "The tooltip gives each card's true cosine to the turn."
 )
-HEIGHT = 460
+HEIGHT = 420  # a plot area of about 335 px under one header row (the title, the stage buttons)
 GL_FROM = 1000  # a corpus of this many sub-chunks or more is drawn with WebGL (Scattergl)
 HOVER_ALL_MAX = 20_000  # every faint dot carries its title up to this corpus size (past it only the marked ones)
 SYNC_MAX = 5000  # a map of up to this many sub-chunks is waited for in the turn's event the first time
@@ -165,7 +165,7 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
         paper_bgcolor="#ffffff",
         plot_bgcolor="#ffffff",
         height=HEIGHT,
-        margin=dict(l=10, r=10, t=96, b=10),
+        margin=dict(l=10, r=10, t=40, b=10),  # one header row: the title at the left, the stage buttons at the right
         hoverlabel=dict(font_size=13),
         hovermode="closest",
         legend=dict(orientation="v", x=1.0, xanchor="left", y=1.0),
@@ -177,13 +177,13 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
             dict(
                 type="buttons",
                 direction="right",
-                x=0.0,
-                xanchor="left",
-                y=1.02,
+                x=1.0,
+                xanchor="right",
+                y=1.0,
                 yanchor="bottom",
                 showactive=True,
                 active=0,
-                pad=dict(r=4, t=0),
+                pad=dict(r=0, t=0, b=6),
                 buttons=[
                     dict(label=label, method="restyle", args=[{"visible": _visible(shown)}]) for label, shown in STEPS
                 ],
@@ -196,25 +196,26 @@ def map_figure(tm: TurnMap, result: RetrievalResult, chunks: Mapping[str, Chunk]
     return fig
 
 
-def progress_text(snap: Mapping[str, Any]) -> str:
-    """What the map's place says while its map is being made."""
-    if snap.get("status") == "failed":
-        return f"The map could not be made ({snap.get('error', '')}). The lists above are unaffected."
-    total, done = int(snap.get("total") or 0), int(snap.get("done") or 0)
-    share = f" ({done:,} of {total:,} sub-chunks, {done / total:.0%})" if total else ""
-    return f"The map of this corpus is being made: {snap.get('stage', '')}{share}. It appears with the next turn."
+def progress_text(snap: projection.MapStatus) -> str:
+    """What the map's place says while its map is being made (plain text: ``message_figure`` escapes it)."""
+    if snap.state == projection.FAILED:
+        return f"The map could not be made ({snap.error}). The lists above are unaffected."
+    if snap.state == projection.QUEUED:
+        return "The map of this corpus waits for another corpus's map to finish. It appears with a later turn."
+    share = f" ({snap.done:,} of {snap.total:,} sub-chunks, {snap.fraction:.0%})" if snap.total and snap.done else ""
+    return f"The map of this corpus is being made: {snap.stage}{share}. It appears with the next turn."
 
 
 @failsafe(TITLE)
-def for_turn(retriever: Any, result: RetrievalResult) -> go.Figure:
-    """The map for an executed turn, or a message: no dense store, or its map still being made (then started in
-    the background; a small corpus's is waited for)."""
+def for_turn(retriever: Any, result: RetrievalResult, corpus: str = "") -> go.Figure:
+    """The map for an executed turn of ``corpus``, or a message: no dense store, or its map still being made (then
+    started in the background; a small corpus's is waited for)."""
     store = retriever.dense
     if store is None:
         return message_figure("No map: the dense store is unavailable, and the map is made of its vectors.", TITLE)
     made = projection.ready(store)
     if made is None:
-        job = projection.request(store)
+        job = projection.request(store, corpus)
         made = job.wait(SYNC_WAIT_S if len(store) <= SYNC_MAX else 0.0)
         if made is None:
             return message_figure(progress_text(job.snapshot()), TITLE)

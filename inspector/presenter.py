@@ -59,19 +59,44 @@ KEYS_JS = """() => {
     e.preventDefault();
     if (key === '/') { target.focus(); } else { target.click(); }
   });
-  // The card the caption asks to watch stays on screen: a new step starts at the top of the page; when the step's
-  // columns arrive with that card below the screen everywhere, the page scrolls just enough to show it (the bar
-  // stays on top, and the badge is still in view).
+  // The columns share the first screen with the map (head.css, section 4): on a screen at least 640 px tall each
+  // column is capped at --col-cap, the screen left after a peek of the map (30% of it, at least 230 px), never less
+  // than the column's first card (its rank and title) needs; the rest of a column scrolls inside it.
+  const fit = () => {
+    const grid = document.querySelector('#columns');
+    if (!grid || !document.body.classList.contains('present') || window.innerHeight < 640) { return; }
+    const top = grid.getBoundingClientRect().top + window.scrollY;
+    const firsts = [...grid.querySelectorAll('.col')].map((col) => {
+      const head = col.querySelector('.rows > :first-child .hit-head') || col.querySelector('.rows > :first-child');
+      const rows = head && head.closest('.rows');
+      return head ? head.getBoundingClientRect().bottom - col.getBoundingClientRect().top + rows.scrollTop + 8 : 0;
+    });
+    const peek = Math.max(230, 0.3 * window.innerHeight);
+    const cap = Math.round(Math.max(window.innerHeight - top - peek, 160, ...firsts)) + 'px';
+    const root = document.documentElement.style;
+    if (root.getPropertyValue('--col-cap') !== cap) { root.setProperty('--col-cap', cap); }
+  };
+  window.addEventListener('resize', fit);
+  new MutationObserver(fit).observe(document.body, {attributes: true, attributeFilter: ['class']});
+  // The card the caption asks to watch stays on screen: a new step starts at the top of the page; a column that
+  // holds that card below its cap scrolls it to the column's top; when the step's columns arrive with that card
+  // below the screen everywhere, the page scrolls just enough to show it (the bar stays on top, the badge in view).
   let step = null;
   new MutationObserver(() => {
     if (!document.body.classList.contains('present')) { return; }
+    fit();
     const caption = document.querySelector('#tour-caption .tour-caption');
     const now = caption ? caption.dataset.step || null : null;
     if (now !== step) { step = now; if (now) { window.scrollTo(0, 0); } }
     const card = caption && caption.dataset.watch;
     if (!card) { return; }
-    const heads = [...document.querySelectorAll('#columns .hit')].filter(h => h.dataset.parent === card)
-      .map(h => h.querySelector('.hit-head').getBoundingClientRect());
+    const hits = [...document.querySelectorAll('#columns .hit')].filter(h => h.dataset.parent === card);
+    for (const hit of hits.filter(h => !h.dataset.shown)) {  // once per rendered card: a presenter may scroll on
+      hit.dataset.shown = '1';
+      const rows = hit.closest('.rows'), r = hit.getBoundingClientRect(), b = rows.getBoundingClientRect();
+      if (r.top < b.top || r.bottom > b.bottom) { rows.scrollTop += r.top - b.top - 8; }
+    }
+    const heads = hits.map(h => h.querySelector('.hit-head').getBoundingClientRect());
     if (!heads.length || heads.some(r => r.bottom <= window.innerHeight)) { return; }
     const below = Math.min(...heads.map(r => r.bottom)) - window.innerHeight + 16;
     if (below > 0) { window.scrollBy(0, below); }

@@ -12,6 +12,7 @@ from inspector import badge, figures, map_view, render, turn_notes
 from inspector.exports import export_turn
 from inspector.hit_rows import Stage
 from inspector.turn import Turn
+from retrieval.corpus_entries import SHIPPED
 from retrieval.pipeline import HybridRetriever
 
 
@@ -108,7 +109,7 @@ def render_details(turn: Turn, explain_id: str | None = None) -> dict[str, Any]:
         rank_flow=rank_flow,
         contributions=contrib,
         k_sensitivity=k_sens,
-        turn_map=map_view.for_turn(turn.retriever, result),
+        turn_map=map_view.for_turn(turn.retriever, result, turn.corpus or SHIPPED),
         explain_doc=gr.Dropdown(choices=choices, value=explain_id),
         explain=render.render_explain(result, explain_id or "", chunks),
         context=render.render_context(turn.context),

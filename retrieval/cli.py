@@ -241,12 +241,12 @@ def _wait_map(data: CorpusData, settings: Settings) -> None:
     from retrieval.corpus_retrievers import retriever_for
 
     store = retriever_for(data, settings).dense
-    job = projection.request(store) if store is not None else None
-    while job is not None and job.wait(1.0) is None and job.status == "running":
+    job = projection.request(store, data.entry.name) if store is not None else None
+    while job is not None and job.wait(1.0) is None and job.status != projection.FAILED:
         snap = job.snapshot()
-        print(f"\rmap: {snap['stage']} {snap['done']:,}/{snap['total']:,}   ", end="", file=sys.stderr, flush=True)
+        print(f"\rmap: {snap.state}, {snap.stage} {snap.done:,}/{snap.total:,}   ", end="", file=sys.stderr, flush=True)
     if job is not None:
-        print(f"\rmap: {'kept in the store' if job.status == 'done' else job.error}", file=sys.stderr)
+        print(f"\rmap: {'kept in the store' if job.status == projection.READY else job.error}", file=sys.stderr)
 
 
 def run_calibrate(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from retrieval import corpus_store
+from retrieval import corpus_store, projection
 from retrieval.corpus_entries import MAX_REFUSAL_CHARS, SHIPPED, STORED, CorpusData, CorpusEntry
 from retrieval.corpus_retrievers import collection_names, forget_retrievers
 from retrieval.formats import Limits, LoadError
@@ -150,6 +150,7 @@ def delete_corpus(self: CorpusChanges, entry: CorpusEntry) -> str:
     drop_corpus(self.settings, corpus_identity(CorpusData(entry, (), (), ())))  # its labels and everyone's marks
     forget_retrievers(CorpusData(entry, (), (), ()).key or "")
     forget_jobs(entry.name)
+    projection.forget(entry.name)  # its map's status (the page's Data tab shows it)
     if entry.kind == "attached":
         return f"deleted {entry.name} (its collection {entry.collection} was made elsewhere and is kept)"
     return f"deleted {entry.name} ({dropped} Chroma collection{'s' if dropped != 1 else ''} removed)"

@@ -53,11 +53,13 @@ class IndexJob:
             if retriever.dense is None:
                 self.status, self.error = "failed", retriever.dense_error or "the dense store is unavailable"
             else:
-                self.done = self.total
-                self.status = "done"
                 from retrieval import projection
 
-                projection.request(retriever.dense)  # the corpus's map, in the background (loaded if it is kept)
+                self.done = self.total
+                # its map, in the background (loaded if kept), asked for before "done": a page that sees the job
+                # done finds the map's status
+                projection.request(retriever.dense, self.name)
+                self.status = "done"
                 if (
                     calibrate_on_index(self.settings)
                     and self.data.key is not None

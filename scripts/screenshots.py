@@ -27,6 +27,8 @@ from tests.app_server import CHROMIUM, CHROMIUM_ARGS, SHIPPED, AppServer  # noqa
 
 TIMEOUT_MS = 180_000
 TURN = "GS-40 E-09"
+MAP_DRAWN_JS = """() => { const d = document.querySelector('#turn-map .js-plotly-plot');
+  return !!(d && d.data && d.data.some(t => t.name === 'turn' && t.x && t.x.length === 1)); }"""
 
 
 def _page(browser, url: str, width: int, height: int):
@@ -41,6 +43,7 @@ def _settled(pg, level: str = "full") -> None:
 
     expect(pg.locator("#hybrid-path .badge")).to_have_text(level, timeout=TIMEOUT_MS)
     pg.locator("#list-reranked .hit").first.wait_for()
+    pg.wait_for_function(MAP_DRAWN_JS, timeout=TIMEOUT_MS)  # the map comes with the turn's second event
     pg.wait_for_timeout(800)  # fonts and the last layout
 
 

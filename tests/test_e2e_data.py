@@ -247,6 +247,10 @@ def test_broken_upload_names_the_line_then_the_fixed_file_indexes_and_answers(pa
 
     upload(page, files["fixed"])
     wait_ready(page, "own-cards")
+    # the map, built after indexing: its line follows the new corpus until it is ready (polled while it is made)
+    expect()(page.locator("#map-progress")).to_contain_text(
+        re.compile(r"Map of own-cards: ready: \d+ points"), timeout=60_000
+    )
     lists = run_turn(page, TURN)
     for column, ids in lists.items():
         assert ids, f"{column} is empty"

@@ -4,7 +4,8 @@ readable at every width, presenter mode's keyboard tour, and a streamed turn.
 Geometry is checked with bounding boxes, not text: the four columns' widths (four across, or two by two, each at
 least 280 px), no consensus or rank-move chip over its title, no column header cut, and the reranked column's first
 card inside a 1280x720 viewport after Run, without scrolling; the final column's first card in the first screen at
-every width from 800 px (two by two, the answer's row first); presenter mode's bar, keys, tour levels and type sizes.
+every width from 800 px (two by two, the answer's row first); presenter mode's bar, keys, tour levels and type sizes,
+and the map sharing its first screen (its plot area mostly in it, the stage buttons too, no first card cut).
 The documentation's pictures are taken by scripts/screenshots.py (``make screenshots``), never by these tests.
 """
 
@@ -217,9 +218,29 @@ def test_presenter_mode_tours_the_examples_and_the_levels_with_the_keyboard(cont
     assert_clean(pg)
 
 
+# Presenter mode shares its first screen with the map (head.css section 4): the map's plot area (Plotly's axes)
+# starts in it and mostly shows, with its stage buttons, while each column's first card stays whole in its column.
+MAP_SHARE_JS = """() => {
+  const plot = document.querySelector('#turn-map .js-plotly-plot');
+  if (!plot || !plot.data || !plot.data.some(t => t.name === 'turn' && t.x && t.x.length === 1)) { return null; }
+  const area = plot.querySelector('.nsewdrag').getBoundingClientRect();
+  const buttons = [...plot.querySelectorAll('.updatemenu-button')].map(b => b.getBoundingClientRect().bottom);
+  const cut = [...document.querySelectorAll('#columns .col')].filter(col => {
+    const head = col.querySelector('.hit .hit-head');
+    return head && head.getBoundingClientRect().bottom > col.getBoundingClientRect().bottom + 0.5;
+  }).map(col => col.className);
+  return {top: area.top, height: area.height, buttons, cut, scrollY: window.scrollY};
+}"""
+
+
 def test_presenter_bar_keeps_the_turn_and_the_three_controls_and_keys_drive_them(context_at, server):
     pg = open_page(context_at(1280, 720), server + "?present=1&q=GS-40+E-09", ready="#tour-bar")
     expect()(level(pg)).to_have_text("full", timeout=TIMEOUT_MS)
+    share = pg.wait_for_function(MAP_SHARE_JS, timeout=TIMEOUT_MS).json_value()  # the map follows the columns
+    seen = (720 - share["top"]) / share["height"]
+    assert share["scrollY"] == 0 and share["top"] < 720 and seen >= 0.4, f"the map's plot area: {share}, {seen:.0%}"
+    assert share["buttons"] and max(share["buttons"]) <= 720, f"the stage buttons below the screen: {share}"
+    assert share["cut"] == [], f"a column's first card is cut by the column's cap: {share['cut']}"
     parts = {
         "turn box": "#query textarea",
         "Run": "#run",

@@ -81,6 +81,7 @@ def _cheap_callbacks():
         # (the session's corpus comes back as it was, into its hidden text box: not HTML)
         ("upload", data_adding.upload_corpus, [None, "notes", None, None], [0, 1]),
         ("active corpus", data_panels.active_html, ["x"], [0]),
+        ("the map's line", data_panels.map_poll, ["x"], [0]),
         ("refusal text", data_refusal.refusal_of, ["x"], [0]),
         ("open", data_tab.open_corpus, ["x", None], [0]),
         ("embedding model", handlers.on_model_change, [handlers.default_controls()["embedding_model"]], [0]),

@@ -3,6 +3,7 @@ it, and the figure marking the same cards as the columns (the shipped cards and 
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import os
@@ -85,6 +86,73 @@ def test_the_map_is_kept_in_the_store_and_another_process_loads_it(tmp_path):
     assert other["fits"] == 0 and other["loaded"] and other["key"] == made.key  # loaded, not fitted again
     assert np.allclose(np.array(other["coords"]), made.coords)
     assert projection.load(retriever.dense.client, made.key, len(made.coords) + 1) is None  # another size: refit
+
+
+def test_a_long_build_reports_each_stage_with_the_sub_chunks_it_has_done(tmp_path):
+    import chromadb
+
+    x = np.random.default_rng(3).normal(size=(20_000, 24)).astype(np.float32)
+    heard: list[tuple[str, int, int]] = []
+    made = projection.fit_projection(x, "pca-v1-progress", "m", lambda *step: heard.append(step))
+    projection.save(chromadb.PersistentClient(path=str(tmp_path / "chroma")), made, lambda *step: heard.append(step))
+    stages = [stage for stage, _, _ in heard]
+    assert stages == sorted(stages, key=[projection.FITTING, projection.PLACING, projection.KEEPING].index)
+    for stage in (projection.FITTING, projection.PLACING):  # 20,000 in blocks of 4,096: five steps each
+        done = [d for s, d, total in heard if s == stage and total == 20_000]
+        assert done == sorted(done) and len(done) == 5 and done[-1] == 20_000, (stage, done)
+    assert heard[-2:] == [(projection.KEEPING, 0, 20_000), (projection.KEEPING, 20_000, 20_000)]
+
+
+def test_a_maps_status_goes_queued_building_ready_for_its_corpus(mini):
+    job = projection.request(mini.dense, "mini-status")
+    assert job.wait(120) is not None
+    done = projection.status("mini-status")
+    assert done is not None and done.state == projection.READY and done.states == ("queued", "building", "ready")
+    assert done.points == done.total == len(mini.chunks) and done.when and done.model == mini.dense.embedder.name
+    assert projection.status("mini-status", done.model) == done  # per corpus and model
+    assert projection.status("mini-status", "another-model") is None
+    assert projection.status("never-asked") is None
+    projection.forget("mini-status")  # (the corpus was deleted)
+    assert projection.status("mini-status") is None
+
+
+def test_a_map_that_cannot_be_made_fails_with_its_reason(mini):
+    # Vectors with NaN in them (a damaged store, a collection attached from elsewhere) are made here by damaging the
+    # vectors of a copy of a real store: the store keeps them as they were given, so no real store is damaged.
+    damaged = copy.copy(mini.dense)
+    damaged.embeddings = np.array(mini.dense.embeddings, copy=True)
+    damaged.embeddings[1, 0] = np.nan
+    damaged.fingerprint = "damaged-" + mini.dense.fingerprint
+    assert projection.request(damaged, "damaged").wait(120) is None
+    failed = projection.status("damaged")
+    assert failed is not None and failed.state == projection.FAILED and failed.states[-1] == "failed"
+    assert "ValueError" in failed.error and "NaN or infinity" in failed.error and failed.points == 0
+    projection.forget("damaged")
+
+
+def test_the_data_tab_says_where_the_map_is_escaped():
+    from inspector.data_panels import map_html
+
+    odd = "<b>x</b> & co"
+    base = dict(corpus=odd, model="bge-small", total=50_000, elapsed_s=3.0)
+    assert "not asked for" in map_html(None, odd) and "&lt;b&gt;x&lt;/b&gt; &amp; co" in map_html(None, odd)
+    queued = map_html(projection.MapStatus(state="queued", stage="waiting", done=0, **base), odd)
+    assert "queued" in queued and "50,000 sub-chunks" in queued
+    building = map_html(projection.MapStatus(state="building", stage=projection.FITTING, done=12_288, **base), odd)
+    assert "fitting the map (PCA), 12,288/50,000 sub-chunks (25%)" in building and "<progress" in building
+    ready = map_html(
+        projection.MapStatus(
+            state="ready", stage="ready", done=50_000, points=50_000, when="2026-12-02 11:12 UTC", **base
+        ),
+        odd,
+    )
+    assert "ready: 50,000 points, fitted 2026-12-02 11:12 UTC" in ready
+    failed = map_html(
+        projection.MapStatus(state="failed", stage="failed", done=0, error="OSError: <disk>", **base), odd
+    )
+    assert "failed: OSError: &lt;disk&gt;" in failed
+    for shown in (queued, building, ready, failed):
+        assert "<b>x</b>" not in shown and "&lt;b&gt;x&lt;/b&gt; &amp; co" in shown
 
 
 # ---------------------------------------------------------------------------------------------- the figure
@@ -201,10 +269,15 @@ def test_the_stage_buttons_tell_the_story_in_four_steps():
 
 
 def test_a_map_being_made_says_how_far_it_is():
-    text = map_view.progress_text({"status": "running", "stage": "fitting the map (PCA)", "done": 250, "total": 1000})
-    assert "250 of 1,000 sub-chunks, 25%" in text and "next turn" in text
-    failed = map_view.progress_text({"status": "failed", "error": "OSError: disk"})
+    base = dict(corpus="c", model="m", total=1000, elapsed_s=1.0)
+    building = projection.MapStatus(state="building", stage=projection.FITTING, done=250, **base)
+    text = map_view.progress_text(building)
+    assert "fitting the map (PCA) (250 of 1,000 sub-chunks, 25%)" in text and "next turn" in text
+    failed = map_view.progress_text(
+        projection.MapStatus(state="failed", stage="", done=0, error="OSError: disk", **base)
+    )
     assert "could not be made (OSError: disk)" in failed
+    assert "waits for another" in map_view.progress_text(projection.MapStatus(state="queued", stage="", done=0, **base))
 
 
 def test_the_maps_collection_is_the_apps_own_never_offered_to_attach():
