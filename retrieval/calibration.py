@@ -15,8 +15,9 @@ Each turn runs once through the pipeline (nothing cut by the cosine, the old cos
 refused); the evidence of each level (``full``, ``rrf_only``, ``dense_only``) is rebuilt from that one result.
 Thresholds are chosen on the fitting halves (2/3 of the answerable turns, the pool's dev split): the most
 out-of-domain turns refused with at most ``max_false`` answerable turns refused, *also* one grid step stricter
-(a setting at the edge of a cliff of false refusals is not chosen). The report gives the held-out side: the
-answerable third never used to choose, and the pool's test split.
+(a setting at the edge of a cliff of false refusals is not chosen); from synthetic answerable turns a threshold
+is only relaxed, and only as far as one of them needs (of equal values, the nearest the defaults). The report gives
+the held-out side: the answerable third never used to choose, and the pool's test split.
 
 A calibration is kept in the corpus's store (collection ``refusal-calibrations``, one row per corpus fingerprint
 and pair of models), so every process on that store uses it. The shipped cards keep the defaults tuned on their
@@ -295,8 +296,11 @@ def choose(
     values keep within the budgets (another test refuses the answerable turns), the fewest refused wins.
     ``search``: other groups of thresholds to search than ``SEARCH[level]``. ``relax_only``: no threshold
     stricter than ``start``'s (answerable turns written from the cards are easier than real ones: they may show
-    that a default refuses too much, never that a stricter one is safe). ``near``: near-topic out-of-domain turns
-    (``retrieval.near_negatives``): no value refusing fewer of them than the group's values before it is chosen."""
+    that a default refuses too much, never that a stricter one is safe); then ties go to the values nearest
+    ``start``'s, not the most lenient: a threshold loosens only as far as an answerable turn needs, not across a
+    plateau where no measured turn changes side (near-topic turns no generated turn represents sit there).
+    ``near``: near-topic out-of-domain turns (``retrieval.near_negatives``): no value refusing fewer of them than
+    the group's values before it is chosen."""
     current = start
     for names in SEARCH[level] if search is None else search:
         grids = [_no_stricter(GRID[n], getattr(start, n)) if relax_only else GRID[n] for n in names]
@@ -312,7 +316,10 @@ def choose(
         values = [getattr(current, n) for n in names]
         at = tuple(g.index(v) for g, v in zip(grids, values)) if all(v in g for g, v in zip(grids, values)) else None
         rank = functools.partial(_rank, counts, groups)
-        best = max(within_floor(near_counts, at), key=rank)  # max keeps the first of equals: the most lenient
+        options = within_floor(near_counts, at)
+        if relax_only and at is not None:  # of equals, the values nearest the start: loosen only as evidence asks
+            options = sorted(options, key=lambda i: sum(abs(a - b) for a, b in zip(i, at)))
+        best = max(options, key=rank)  # max keeps the first of equals: the most lenient (or nearest the start)
         current = dataclasses.replace(current, **{n: g[i] for n, g, i in zip(names, grids, best)})
     return current
 

@@ -99,17 +99,38 @@ def test_calibration_never_loosens_past_the_near_topic_turns():
     near = [ce_evidence(s) for s in (-5.0, -4.0, -6.0)]  # "timing belt on my car engine" against brake pads
     search = [("min_cross_encoder",)]
     loose = calibration.choose([(positives, 0)], far, "full", start, search, relax_only=True)
-    # -7.75 answers the -6.9 turn and still refuses the far -8.0 ones: the door open for the near turns
-    assert loose.min_cross_encoder == -7.75
+    # -7.25 answers the -6.9 turn with a grid step of margin and still refuses the far -8.0 ones: the door open
+    assert loose.min_cross_encoder == -7.25
     kept = calibration.choose([(positives, 0)], far, "full", start, search, relax_only=True, near=near)
-    # The most lenient value that still refuses every near turn the start refused (-4.0 < -3.75)
-    assert kept.min_cross_encoder == -3.75
+    # No value keeps the near turns refused and answers the -6.9 turn: the floor wins, the start is kept
+    assert kept.min_cross_encoder == -3.25
     assert sum(calibration.refused(e, kept) for e in near) == 3
     # Loosening that lets no near turn pass is still allowed.
     near_far = [ce_evidence(-9.0)]
     assert (
-        calibration.choose([(positives, 0)], far, "full", start, search, True, near=near_far).min_cross_encoder == -7.75
+        calibration.choose([(positives, 0)], far, "full", start, search, True, near=near_far).min_cross_encoder == -7.25
     )
+
+
+def test_calibration_from_synthetic_turns_loosens_only_as_far_as_an_answerable_turn_needs():
+    """On bikes25 no synthetic turn needed a looser cross-encoder threshold, yet ties to the most lenient value
+    chose -7.75 (the pool's turns all sit below -8): hand-written near-topic turns at -6.4 and -6.6 that no
+    generated turn represents were answered. Of equal values, the nearest the start is chosen."""
+    start = RefusalThresholds(min_cross_encoder=-3.25, min_rescue_cosine=0.9)
+    far = [ce_evidence(-8.0)] * 5
+    unseen_near = [ce_evidence(-6.44), ce_evidence(-6.55)]  # not given to the search: a held-out check
+    search = [("min_cross_encoder",)]
+    easy = [ce_evidence(s) for s in (6.8, 7.4, 8.1)]  # every synthetic turn answered at the start
+    kept = calibration.choose([(easy, 0)], far, "full", start, search, relax_only=True)
+    assert kept.min_cross_encoder == -3.25
+    assert all(calibration.refused(e, kept) for e in unseen_near)
+    # One turn at -4.0 needs loosening: one grid step past it (-4.25, for the margin), no further.
+    needs = calibration.choose([([*easy, ce_evidence(-4.0)], 0)], far, "full", start, search, relax_only=True)
+    assert needs.min_cross_encoder == -4.25
+    assert all(calibration.refused(e, needs) for e in unseen_near)
+    # With labeled turns (relax_only off) the search is unchanged: ties go to the most lenient value.
+    both = calibration.choose([(easy, 0)], far, "full", start, search)
+    assert both.min_cross_encoder == -7.75
 
 
 def test_the_bikes25_data_has_the_issue_turns():
