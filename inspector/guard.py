@@ -15,6 +15,8 @@ The ASGI middleware (``ui.RefuseUploads``) hands every HTTP request but the uplo
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import logging
 import threading
@@ -289,7 +291,35 @@ def sweep(idle_s: float | None = None) -> int:
                 hook(session)
             except Exception:
                 log.exception("forgetting session %s failed", session)
+    if gone:
+        return_freed_memory()
     return len(gone)
+
+
+_TRIM: list[Callable[[int], int] | None] = []  # glibc's malloc_trim, or None where there is none (looked up once)
+
+
+def return_freed_memory() -> bool:
+    """Hand the heap that dropped sessions freed back to the OS (glibc's ``malloc_trim(0)``); False where the C
+    library has none (musl, macOS). glibc keeps freed memory in its arenas for reuse, one per thread that allocated
+    (Gradio runs handlers in a thread pool), so without this the RSS of a process whose sessions expired stays at
+    its high-water mark."""
+    if not _TRIM:
+        trim = None
+        try:
+            name = ctypes.util.find_library("c")
+            libc = ctypes.CDLL(name) if name else None
+            trim = getattr(libc, "malloc_trim", None)
+            if trim is not None:
+                trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+        except OSError:
+            trim = None
+        _TRIM.append(trim)
+    trim = _TRIM[0]
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def sessions() -> dict[str, int]:

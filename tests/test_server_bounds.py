@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import platform
 import sys
 import threading
 import time
@@ -114,12 +115,33 @@ def test_a_request_body_over_the_bound_is_refused_unread(app, chunked):
 def test_new_sessions_sending_large_values_leave_no_memory_behind(app):
     """Issue: about 8.5 MB kept per new session for each refused 4 MB turn, never freed. Here 30 sessions each send
     a 400 KB turn (under MAX_REQUEST_KB=512, refused as too long); once idle past SESSION_IDLE_S (3 s) what they
-    left is dropped: the app's RSS comes back within a fraction of what they sent (12 MB)."""
-    for _ in range(3):  # warm-up: the first sessions grow the process for reasons of its own (imports, caches)
-        session_memory.measure(app.url, app.proc.pid, 2, 400, idle_s=0)
-    result = session_memory.measure(app.url, app.proc.pid, 30, 400, idle_s=8)
-    assert result["accepted"] == 30
-    assert result["kept_per_session_mb"] < 0.12, result  # less than a third of each session's 400 KB
+    left is dropped: the app's RSS comes back within a fraction of what they sent (12 MB).
+
+    One round's RSS is noisy by design: the first round of such turns grows glibc's per-thread arenas by up to about
+    8 MB of memory that is freed but stays resident (malloc_info: a thread arena's free top chunk, which malloc_trim
+    does not return) and that later rounds reuse. Measured: first rounds kept 0.16-0.27 MB per session, 3-KB turns
+    instead of 400-KB ones grew a first round as much (0.14), and the rounds after kept -0.07 to 0.02. What a session
+    keeps is kept in every round (the app made to keep each turn's request: 0.51, 0.36, 0.40, 0.35), so the app
+    passes once one round of 30 (up to 4, each measured from the RSS the one before settled at) keeps less than the
+    bound per session."""
+    rounds = []
+    for number in range(4):
+        warm = 6 if number == 0 else 0  # the first turns of a process grow it for reasons of their own (imports)
+        result = session_memory.measure(app.url, app.proc.pid, 30, 400, idle_s=8, warm=warm)
+        assert result["accepted"] == 30, result
+        rounds.append(result)
+        if result["kept_per_session_mb"] < 0.12:  # less than a third of each session's 400 KB
+            return
+    kept = [r["kept_per_session_mb"] for r in rounds]
+    raise AssertionError(f"every round kept 0.12 MB or more per session: {kept} (MB); the last: {rounds[-1]}")
+
+
+def test_freed_memory_is_handed_back_where_the_c_library_can():
+    """The idle-session sweep hands the heap the dropped sessions freed back to the OS: glibc's malloc_trim, which
+    musl and macOS do not have (then nothing is called)."""
+    from inspector import guard
+
+    assert guard.return_freed_memory() is (platform.libc_ver()[0] == "glibc")
 
 
 def _heavy_index(url: str) -> int:
