@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import MINI, ROOT, AppServer
+from tests.app_server import MINI, ROOT, AppServer, prebuilt_store
 from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, _unavailable, open_page
 
 OWN = [
@@ -70,7 +70,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, store_cache):
     try:
         from playwright.sync_api import sync_playwright  # noqa: F401
     except ImportError:
@@ -100,7 +100,7 @@ def server(tmp_path_factory):
     if SCIFACT.is_dir():  # the real BEIR SciFact (read in place, never copied into the repo)
         (work / "eval" / "scifact").symlink_to(SCIFACT, target_is_directory=True)
     env = {"DATA_DIR": str(work / "data"), "DATA_ROOT": str(work / "eval")}
-    with AppServer(work, MINI, extra_env=env).running() as app:
+    with AppServer(work, MINI, extra_env=env, store=prebuilt_store(MINI, store_cache)).running() as app:
         yield app
 
 
