@@ -1,7 +1,7 @@
 """Open a collection made elsewhere (issue 22.3): a separate process creates a Chroma collection with plain chromadb
-and a bundled embedder; `index --attach` opens it (BM25 from its documents), a turn on it answers at level full, and
-a collection whose vectors came from another model, or have another size, is refused naming the mismatch. The
-attached collection is never written."""
+and a bundled embedder's vectors; `index --attach` opens it (BM25 from its documents), a turn on it answers at level
+full, and a collection whose vectors came from another model, or have another size, is refused naming the mismatch.
+The attached collection is never written."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.make_collection import vectors_for
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +36,10 @@ def store(tmp_path_factory):
     def run(*args):
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
-    pairs = ("faq", "bge-small-en-v1.5", "faq-minilm", "all-MiniLM-L6-v2", "faq-8d", "random8")
-    made = run("-m", "tests.make_collection", env["CHROMA_PATH"], *pairs)
+    models = {"faq": "bge-small-en-v1.5", "faq-minilm": "all-MiniLM-L6-v2", "faq-8d": "random8"}
+    vectors = root / "vectors.json"  # made here: the Data tab test loads all-MiniLM-L6-v2 in this process anyway
+    vectors.write_text(json.dumps({name: vectors_for(model) for name, model in models.items()}))
+    made = run("-m", "tests.make_collection", env["CHROMA_PATH"], str(vectors))
     assert made.returncode == 0 and made.stdout.split() == ["6", "6", "6"], made.stderr
     return run, env
 
