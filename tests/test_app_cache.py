@@ -37,6 +37,9 @@ def app(tmp_path_factory):
             "MAX_UPLOAD_MB": "1",
             "UPLOAD_CLIENT_MB": "2.5",
             "UPLOAD_UNUSED_S": "4",
+            # Gradio sees a closed page at its next heartbeat, 15 s apart by default (Gradio's own setting): the
+            # test of a session's end waited that out
+            "GRADIO_HEARTBEAT_INTERVAL": "1",
         },
     )
     server.cache = workdir / "gradio"
