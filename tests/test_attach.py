@@ -1,10 +1,12 @@
 """Open a collection made elsewhere (issue 22.3): a separate process creates a Chroma collection with plain chromadb
-and a bundled embedder; `index --attach` opens it (BM25 from its documents), a turn on it answers at level full, and
-a collection whose vectors came from another model, or have another size, is refused naming the mismatch. The
-attached collection is never written."""
+and a bundled embedder's vectors; `index --attach` opens it (BM25 from its documents), a turn on it answers at level
+full, and a collection whose vectors came from another model, or have another size, is refused naming the mismatch.
+The attached collection is never written."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -13,6 +15,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from tests.make_collection import vectors_for
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +36,28 @@ def store(tmp_path_factory):
     def run(*args):
         return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
-    pairs = ("faq", "bge-small-en-v1.5", "faq-minilm", "all-MiniLM-L6-v2", "faq-8d", "random8")
-    made = run("-m", "tests.make_collection", env["CHROMA_PATH"], *pairs)
+    models = {"faq": "bge-small-en-v1.5", "faq-minilm": "all-MiniLM-L6-v2", "faq-8d": "random8"}
+    vectors = root / "vectors.json"  # made here: the Data tab test loads all-MiniLM-L6-v2 in this process anyway
+    vectors.write_text(json.dumps({name: vectors_for(model) for name, model in models.items()}))
+    made = run("-m", "tests.make_collection", env["CHROMA_PATH"], str(vectors))
     assert made.returncode == 0 and made.stdout.split() == ["6", "6", "6"], made.stderr
     return run, env
+
+
+def in_process(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """``python -m retrieval ARGS`` answered by this process (``retrieval.cli.main``: the same parser, handlers and
+    exit codes) with ``env``'s settings. For a command whose output is all a test reads: each process of its own
+    costs ~2 s of imports and a model load. The attach and the turn after it keep their own processes."""
+    from retrieval.cli import main
+    from retrieval.evaluation.cli import register
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in env.items():
+            if os.environ.get(name) != value:
+                patch.setenv(name, value)
+        code = main(list(args), registrars=(register,))
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def _snapshot(path: str, name: str):
@@ -62,26 +83,26 @@ def test_attach_answers_at_level_full_and_never_writes_the_collection(store):
     assert result["final"][0]["parent_id"] == "faq-3"
     assert result["bm25"][0]["chunk_id"] == "faq-3"  # BM25 built from the collection's documents
     assert _snapshot(env["CHROMA_PATH"], "faq") == before
-    listed = run("-m", "retrieval", "index")
+    listed = in_process(env, "index")
     assert "faq (attached, chroma-collection, 6 sub-chunks)" in listed.stdout
-    gone = run("-m", "retrieval", "index", "--delete", "faq")
+    gone = in_process(env, "index", "--delete", "faq")
     assert "its collection faq was made elsewhere and is kept" in gone.stdout
     assert _snapshot(env["CHROMA_PATH"], "faq") == before
 
 
 def test_another_models_vectors_are_refused_naming_the_mismatch(store):
-    run, _ = store
-    out = run("-m", "retrieval", "index", "--attach", "faq-minilm")
+    _, env = store
+    out = in_process(env, "index", "--attach", "faq-minilm")
     assert out.returncode == 2
     assert "collection 'faq-minilm' cannot be searched with bge-small-en-v1.5" in out.stderr
     assert (
         "is not bge-small-en-v1.5's embedding of its text (cosine" in out.stderr and "--embedding-model" in out.stderr
     )
-    out = run("-m", "retrieval", "index", "--attach", "faq-8d")
+    out = in_process(env, "index", "--attach", "faq-8d")
     assert out.returncode == 2 and "its vectors have 8 dimensions but bge-small-en-v1.5 makes 384" in out.stderr
-    out = run("-m", "retrieval", "index", "--attach", "nope")
+    out = in_process(env, "index", "--attach", "nope")
     assert out.returncode == 2 and "no collection named 'nope'" in out.stderr and "faq-minilm" in out.stderr
-    assert "faq-minilm" not in run("-m", "retrieval", "index").stdout  # nothing was registered
+    assert "faq-minilm" not in in_process(env, "index").stdout  # nothing was registered
 
 
 def test_the_data_tab_attaches_a_collection_of_the_store(store):

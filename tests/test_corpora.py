@@ -407,7 +407,7 @@ def test_the_page_and_links_never_open_a_path(registry_settings, tmp_path, path)
     assert Registry(registry_settings).get(str(secret), paths=True).source == str(secret.resolve())
 
 
-def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path):
+def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path, monkeypatch, capsys):
     """`index PATH --name` registers and embeds; `query --corpus` and `eval --corpus` run on it."""
     import os
     import subprocess
@@ -446,8 +446,20 @@ def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path):
     out = cli("query", "glass of water", "--corpus", "My-set", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["bm25"][0]["chunk_id"] == "d1#0"
-    out = cli("eval", "--corpus", "My-set", "--configs", "bm25", "--no-refusals", "--json", "--resamples", "10")
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["turns"] == 1
-    out = cli("query", "x", "--corpus", "nope")
-    assert out.returncode == 2 and "no corpus named 'nope': choose one of shipped, My-set" in out.stderr
+    # The index and the first turn on it are processes of their own (what another process stored is found); the
+    # rest needs none (each costs ~2 s of imports and a model load): this process's `main`, the same parser and
+    # handlers as `python -m retrieval`, with the same environment.
+    from retrieval.cli import main
+    from retrieval.evaluation.cli import register
+
+    for name in ("DATA_DIR", "CHROMA_PATH", "DATA_ROOT", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, env[name])
+    capsys.readouterr()
+    code = main(
+        ["eval", "--corpus", "My-set", "--configs", "bm25", "--no-refusals", "--json", "--resamples", "10"], (register,)
+    )
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert json.loads(printed.out)["turns"] == 1
+    code = main(["query", "x", "--corpus", "nope"], (register,))
+    assert code == 2 and "no corpus named 'nope': choose one of shipped, My-set" in capsys.readouterr().err

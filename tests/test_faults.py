@@ -344,19 +344,22 @@ from retrieval.evaluation.replicas import ReplicaEmbedder, replicate_chunks, ret
 from retrieval.corpus import load_cards, split_cards
 from retrieval.encoders import load_embedder
 from retrieval.settings import Settings
-s = Settings(corpus_path=sys.argv[1], chroma_path=sys.argv[2], min_similarity=0.3)
-chunks = replicate_chunks(split_cards(load_cards(s.corpus_path)), int(sys.argv[3]), mark_titles=True)
-r = retriever_with_embedder(s, chunks, ReplicaEmbedder(load_embedder(s.embedding_model)))
-res = r.retrieve("GlucoSense GS-40 error E-07", s)
-print(json.dumps({"built": bool(r.dense and r.dense.built), "error": r.dense_error, "level": res.hybrid_path}))
+for store, n in zip(sys.argv[2::2], sys.argv[3::2]):
+    s = Settings(corpus_path=sys.argv[1], chroma_path=store, min_similarity=0.3)
+    chunks = replicate_chunks(split_cards(load_cards(s.corpus_path)), int(n), mark_titles=True)
+    r = retriever_with_embedder(s, chunks, ReplicaEmbedder(load_embedder(s.embedding_model)))
+    res = r.retrieve("GlucoSense GS-40 error E-07", s)
+    print(json.dumps({"built": bool(r.dense and r.dense.built), "error": r.dense_error, "level": res.hybrid_path}))
 """
 
 
-def run_app(store: Path, sub_chunks: int) -> subprocess.CompletedProcess:
-    """A separate process that opens (or builds) the store and answers one turn, as a restart of the app would."""
+def run_app(store: Path, sub_chunks: int, *more: tuple[Path, int]) -> subprocess.CompletedProcess:
+    """A separate process that opens (or builds) the store and answers one turn, as a restart of the app would
+    (``more``: other stores the same process opens after it, one JSON line each)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    stores = [str(x) for pair in ((store, sub_chunks), *more) for x in pair]
     return subprocess.run(
-        [sys.executable, "-c", CHILD, str(MINI_CARDS), str(store), str(sub_chunks)],
+        [sys.executable, "-c", CHILD, str(MINI_CARDS), *stores],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -367,11 +370,13 @@ def run_app(store: Path, sub_chunks: int) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def built_stores(tmp_path_factory):
-    """Two healthy stores written by another process: the mini corpus, and it replicated to 1,200 sub-chunks."""
+    """Two healthy stores written by another process: the mini corpus, and it replicated to 1,200 sub-chunks (one
+    process for both: a second one cost its imports and model loads again)."""
     root = tmp_path_factory.mktemp("stores")
-    for name, n in (("mini", 5), ("replicated", REPLICAS)):
-        out = run_app(root / name, n)
-        assert out.returncode == 0 and json.loads(out.stdout)["built"], out.stderr
+    out = run_app(root / "mini", 5, (root / "replicated", REPLICAS))
+    assert out.returncode == 0, out.stderr
+    built = [json.loads(line)["built"] for line in out.stdout.splitlines()]
+    assert built == [True, True], out.stderr
     return root
 
 

@@ -26,7 +26,9 @@ LOAD_AND_WAIT = textwrap.dedent("""
     from retrieval.encoders import load_embedder
     load_embedder("bge-small-en-v1.5").embed_query("GS-40 E-09")
     load_embedder("multilingual-e5-small").embed_query("GS-40 E-09")
-    time.sleep(12)  # unpatched, onnxruntime's telemetry looks its host up within a few seconds
+    # unpatched, onnxruntime's telemetry first looks its host up 8.3-8.8 s after the first session (3 runs with
+    # onnxruntime imported first, 2026-12-03): a shorter wait could not see it
+    time.sleep(12)
 """)
 
 

