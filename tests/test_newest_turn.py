@@ -1,4 +1,4 @@
-"""The server's half of "the newest action wins" (``inspector.newest_turn.newest_only``) under real threads, without
+"""The server's half of "the newest action wins" (``inspector.newest_turn``) under real threads, without
 models or a browser: several streamed turns of one session run at once, numbered by the page in an order other
 than the one in which they reach the server, and each is driven as Gradio drives a stream: a yielded step is put on
 the session's one message queue (after a little work of Gradio's own), and only then is the stream resumed.
@@ -15,7 +15,11 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import gradio as gr
+
 from inspector import newest_turn
+from inspector.turn_view import DETAILS
+from retrieval.settings import CONTROLS
 
 SKIP = newest_turn.unchanged_columns()
 # Each round runs four turns at once, in about 20 ms. Measured with one part of the guard taken out (300 rounds each,
@@ -82,3 +86,30 @@ def test_the_page_never_receives_an_older_step_after_a_newer_one_and_ends_on_the
         assert [step for seq, step in shown if seq == TURNS] == [(f"{TURNS} fused",), (f"{TURNS} reranked",)], (n, page)
         # every stream ends on a step that changes nothing (Gradio's closing message repeats a stream's last step)
         assert all([step for seq, step in page if seq == s][-1] == SKIP for s in range(1, TURNS + 1)), (n, page)
+
+
+def test_details_drawn_while_a_newer_action_reached_the_server_are_not_shown():
+    """The event after a streamed turn (charts, context, export) fills the page only for its session's newest turn:
+    also when the newer action arrives while they are being drawn (an older turn's details, started first, could
+    otherwise end last and put its charts under the newer turn's columns)."""
+    request = SimpleNamespace(session_hash="details-1")
+    controls = tuple(range(len(CONTROLS)))  # the values only tell turns apart (their digest)
+    seqs = iter(range(1, 10))
+
+    def start(text: str) -> None:  # a streamed turn of ``text``: the session's newest from its first step
+        list(newest_turn.newest_only(lambda *values: iter([(text,)]))(request, text, *controls, "", next(seqs)))
+
+    def draw(text: str, meanwhile: str | None = None) -> tuple[Any, ...]:
+        def details(*values: Any) -> tuple[Any, ...]:
+            if meanwhile:
+                start(meanwhile)
+            return (f"{text} charts",)
+
+        return newest_turn.newest_details(details)(request, text, *controls, None, "")
+
+    skipped = tuple(gr.skip() for _ in DETAILS)
+    start("X")
+    assert draw("X") == ("X charts",)
+    assert draw("X", meanwhile="B") == skipped  # B was Run while X's details were drawn
+    assert draw("X") == skipped and draw("B") == ("B charts",)
+    newest_turn.forget("details-1")
