@@ -118,8 +118,8 @@ def wire(
     control or a preset re-runs only B, a tick only the marks; the link follows every change."""
     common = refresh_event(p, query, controls, outputs, corpus)
     again = dict(common, trigger_mode="always_last")
-    for event in turn_events:  # after the turn: its last_turn and export are the ones refresh stamps
-        event.then(**common)
+    for event in turn_events:  # after the turn: its last_turn and export are the ones refresh stamps (the newest
+        event.then(**again)  # turn's: a refresh after a newer turn waits for one still running, never dropped)
     for name, component in p["b"].items():
         if name == "embedding_model":
             component.input(

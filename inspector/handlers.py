@@ -162,7 +162,8 @@ def turn_details(query: Any, *values: Any) -> tuple[Any, ...]:
     controls, explain_id, corpus = _rerun_values(values)
     try:
         turn = execute(query, controls, corpus or None)
-        return tuple(render_details(turn, explain_id)[f] for f in DETAILS)
+        drawn = render_details(turn, explain_id)  # once: it draws every chart (it was drawn once per output)
+        return tuple(drawn[f] for f in DETAILS)
     except Exception:  # the columns' event reported it
         log.debug("turn details not rendered", exc_info=True)
         return only(idle_view(""), DETAILS)

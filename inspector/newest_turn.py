@@ -116,16 +116,24 @@ def stamp_seq(step: tuple[Any, ...], seq: float) -> tuple[Any, ...]:
 
 def newest_details(details: Any) -> Any:
     """``turn_details`` as the page event after a streamed turn: it fills the page below the columns only if its
-    turn is still its session's newest (an older turn's stream that ended after a newer action arrived, because
-    the page had not yet cancelled it, would otherwise put its charts and export under the newer turn's columns)."""
+    turn is still its session's newest when it starts and when it is drawn (an older turn's stream that ended after
+    a newer action arrived, or details still being drawn when it arrived, would otherwise put their charts and
+    export under the newer turn's columns)."""
 
     def event(request: gr.Request, *values: Any) -> tuple[Any, ...]:
         session = getattr(request, "session_hash", None)
-        with _NEWEST_LOCK:
-            newest = _NEWEST_TURN.get(session) if session else None
-        if newest is not None and newest != _turn_key(values, explained=True):
+        key = _turn_key(values, explained=True)
+
+        def older() -> bool:
+            with _NEWEST_LOCK:
+                newest = _NEWEST_TURN.get(session) if session else None
+            return newest is not None and newest != key
+
+        if older():
             return tuple(gr.skip() for _ in DETAILS)
-        return details(*values)
+        drawn = details(*values)
+        # a newer action reached the server while they were drawn: they would land under its columns
+        return tuple(gr.skip() for _ in DETAILS) if older() else drawn
 
     event.__name__ = details.__name__
     return event

@@ -419,6 +419,10 @@ def _wire(
 
     turn = streamed(handlers.stream_turn, [*inputs, *tail], explained=False)
     rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail], explained=True)
+    # The details of a turn: trigger_mode "always_last", never Gradio's default "once", which dropped a newer turn's
+    # details while an older turn's were still being drawn (a Run made within seconds of the previous one left that
+    # turn's charts, context and export under the newer columns, tests/test_e2e_race.py). Deferred, they run once
+    # the older ones end, on the page's values of then: the newest turn's.
     details = dict(
         fn=handlers.newest_details(handlers.turn_details),
         inputs=[*inputs, o["explain_doc"], *tail],
@@ -427,6 +431,7 @@ def _wire(
         concurrency_limit=4,
         preprocess=False,
         show_progress="hidden",
+        trigger_mode="always_last",
         api_visibility="private",
     )
     events: list[Any] = []

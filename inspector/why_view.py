@@ -313,8 +313,8 @@ def attach(
             preprocess=False,  # a refill that
             **private,
         ).then(**refill)  # saw the box's pick, whenever the turn's own refill lands
-    for event in turn_events:
-        event.then(**refill)
+    for event in turn_events:  # the newest turn's refill waits for an older one still running, never dropped
+        event.then(**refill, trigger_mode="always_last")
     save.click(judge_view.save, [query, judge, grade, corpus_box, owner], [judged, owner], **private)
     undo.click(judge_view.undo, [query, corpus_box, owner], judged, **private)
 
