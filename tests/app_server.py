@@ -47,7 +47,7 @@ retriever = HybridRetriever(Settings.from_env(dict(os.environ)), progress=lambda
 if retriever.dense is not None:
     job = projection.request(retriever.dense)
     job.wait()
-    assert job.status == "done", job.error
+    assert job.status == projection.READY, job.error
 """
 
 
