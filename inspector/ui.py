@@ -371,6 +371,26 @@ def turn_seq_js(n: int) -> str:
     )
 
 
+def _details_event(inputs: list[Any], o: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a turn's second event (everything below the columns, ``handlers.turn_details``).
+
+    Its trigger_mode is "always_last", never Gradio's default "once", which dropped a newer turn's details while an
+    older turn's were still being drawn (a Run made within seconds of the previous one left that turn's charts,
+    context and export under the newer columns, tests/test_e2e_race.py). Deferred, they run once the older ones
+    end, on the page's values of then: the newest turn's."""
+    return dict(
+        fn=handlers.newest_details(handlers.turn_details),
+        inputs=inputs,
+        outputs=[o[name] for name in handlers.DETAILS],
+        concurrency_id="turn",
+        concurrency_limit=4,
+        preprocess=False,
+        show_progress="hidden",
+        trigger_mode="always_last",
+        api_visibility="private",
+    )
+
+
 def _wire(
     query: gr.Textbox,
     run: gr.Button,
@@ -419,21 +439,7 @@ def _wire(
 
     turn = streamed(handlers.stream_turn, [*inputs, *tail], explained=False)
     rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail], explained=True)
-    # The details of a turn: trigger_mode "always_last", never Gradio's default "once", which dropped a newer turn's
-    # details while an older turn's were still being drawn (a Run made within seconds of the previous one left that
-    # turn's charts, context and export under the newer columns, tests/test_e2e_race.py). Deferred, they run once
-    # the older ones end, on the page's values of then: the newest turn's.
-    details = dict(
-        fn=handlers.newest_details(handlers.turn_details),
-        inputs=[*inputs, o["explain_doc"], *tail],
-        outputs=[o[name] for name in handlers.DETAILS],
-        concurrency_id="turn",
-        concurrency_limit=4,
-        preprocess=False,
-        show_progress="hidden",
-        trigger_mode="always_last",
-        api_visibility="private",
-    )
+    details = _details_event([*inputs, o["explain_doc"], *tail], o)
     events: list[Any] = []
 
     def newest(trigger: Any, kw: dict[str, Any]) -> None:
