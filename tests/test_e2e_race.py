@@ -3,40 +3,113 @@
 The race, as a user makes it: a control moves (the current turn A re-runs, and that re-run has real model work
 to do), then within ~100 ms a new turn B is typed and Run, and B is already cached so it answers at once. Without
 a guard the slower re-run of A arrives last and replaces B's result: the turn box says B while the badge, columns
-and export say A. The sequence runs TRIES times (below: why 4 are enough); every time the page must end on B.
+and export say A.
+
+The guard is the server's (``inspector.newest_turn``): tests/test_newest_turn.py drives it from threads with actions
+reaching it out of order, tests/test_page.py pins each order, and the config test below checks the wiring. The
+browser keeps what only a page does: its own count of actions stamped on each event, a control's re-run and a Run
+sent through Gradio's real queue, Enter in a number box. A try waits for what it checks, never for a fixed time:
+the badge answering the page's newest action (its ``data-seq`` equals ``window.__turnSeq``), or the page's events
+all ended (the server closes a page's event stream once it has no event left). The check this replaced waited 2.5
+times a calibrated re-run and then took any final badge for the answer: under load B's answer could come later
+than that, with A's result still on the badge, and it counted an overwrite that was not one.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from urllib.parse import urlencode
 
 import pytest
 
 from tests.test_e2e_browser import (
     TIMEOUT_MS,
-    browser,
+    assert_clean,
+    browser,  # noqa: F401
     expect,
     open_controls,
-    page,
+    open_page,
     server,  # noqa: F401
-    sync_playwright,
+    sync_playwright,  # noqa: F401
 )
 
-# How many tries. With the guard taken out (every cancel slot emptied, the rest unchanged), 20 of 20 tries ended
-# overwritten (two runs of 10, load average 10-16 on the 2 cores, 2026-12-01); the stale A arrived 0.90-1.23x the
-# calibrated re-run after MANY was set (0.9-4.4 s after B was shown), well inside the 2.5x watch. 20 of 20 puts the
-# chance that one try sees an unguarded overwrite at p >= 0.86 (one-sided 95% Clopper-Pearson bound, 0.05 ** (1/20)),
-# so TRIES tries all miss a regression with probability <= 0.14 ** TRIES: 3.7e-4 for 4. The 10 tries made before
-# (never measured against the unguarded page) reached 1e-3 if each try caught the race half the time (0.5 ** 10);
-# 4 tries at the measured rate give that confidence or better for 40% of the browser time.
-TRIES = 4
+# How many tries. With the guard taken out, every try ended with A's re-run on the badge and B in the box: never
+# dropping a stream, 6 of 6; never dropping one that had started, 6 of 6 (load average 3-5, 2026-12-03). 12 of 12
+# puts the chance that one try catches an unguarded overwrite at p >= 0.78 (one-sided 95% bound, 0.05 ** (1/12)),
+# so TRIES tries all miss it with probability <= 0.22 ** TRIES: 0.05 for 2. The guard's logic itself is checked
+# below the page (tests/test_newest_turn.py: 100 rounds of four threads, each part of the guard taken out fails
+# it); these tries check the page's half and Gradio's real queue. A try takes ~10 s (its page busy ~2 s drawing each
+# turn's details); the 4 tries before, after a calibrated re-run and a fixed watch each, took 54 s.
+TRIES = 2
 # reranker_max_input: A runs with none (no cross-encoder work), then moves to MANY, which scores MANY new
 # (turn, sub-chunk) pairs with the cross-encoder: a re-run with seconds of real model work.
 NONE, MANY = 0, 80
 TURN_B = "how should I store my insulin pens"
-CHANGED = "(html) => document.querySelector('#hybrid-path').innerHTML !== html"
-# the badge is final: no streamed first step ("scoring …") and no progress overlay on it
-SETTLED = "() => !document.querySelector('#hybrid-path .level-pending, #hybrid-path .wrap:not(.hide)')"
+# the page has counted at least n actions (its count goes up in a script the page runs after a click or a key
+# returned, before it sends the event), and the badge answers the newest (the count it was stamped with is the
+# page's own) and is final
+NEWEST_FINAL = (
+    "(n) => { const s = document.querySelector('#hybrid-path .status'); return (window.__turnSeq || 0) >= (n || 0)"
+    " && !!s && !s.classList.contains('level-pending') && Number(s.dataset.seq) === window.__turnSeq; }"
+)
+# after the last request of the page's queue, how long no new one may start before its events count as ended: a
+# stream's follow-up event (its details, then the link's refresh) is sent by the page once the stream has ended
+SETTLE_S = 1.0
+
+
+class Traffic:
+    """The page's queue requests in flight: each event's POST (until answered), and the event stream, which the
+    server closes once the page has no event left (every step of every event is on the page by then)."""
+
+    def __init__(self, context) -> None:
+        self.flying: set = set()
+        self.last = time.monotonic()
+        context.on("request", self._sent)
+        context.on("requestfinished", self._ended)
+        context.on("requestfailed", self._ended)
+
+    def _sent(self, request) -> None:
+        if "/gradio_api/queue/" in request.url:
+            self.flying.add(request)
+            self.last = time.monotonic()
+
+    def _ended(self, request) -> None:
+        if request in self.flying:
+            self.flying.discard(request)
+            self.last = time.monotonic()
+
+
+def settled(page, where: str) -> None:
+    """Every event the page sent has ended, and no follow-up started within SETTLE_S."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while page.traffic.flying or time.monotonic() - page.traffic.last < SETTLE_S:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{where}: the page's events never ended: {[r.url for r in page.traffic.flying]}")
+        page.wait_for_timeout(100)
+
+
+@pytest.fixture()
+def page_at(browser, server):  # noqa: F811
+    """``page_at(turn, **controls)``: a page opened on a link to ``turn``. The page's restore runs the link's turn;
+    once that is on the badge the page is the test's (a Run made before would be superseded by the restore's own
+    re-run, which carries no count of the page's actions)."""
+    pages = []
+
+    def open_(turn: str, **controls: int):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        traffic = Traffic(context)  # before the page: its first events are counted too
+        pg = open_page(context, f"{server}?{urlencode({'q': turn, **controls})}")
+        pg.traffic = traffic
+        pages.append(pg)
+        expect()(pg.locator("#hybrid-path .turn").first).to_contain_text(turn, timeout=TIMEOUT_MS)
+        return pg
+
+    yield open_
+    for pg in pages:
+        pg.context.close()
+    for pg in pages:
+        assert_clean(pg)
 
 
 def turn_a(i: int) -> str:
@@ -52,76 +125,83 @@ def searched(page) -> str:
     return f"(no turn on the badge) {page.locator('#hybrid-path').inner_text()!r}"
 
 
-def settled(page, where: str) -> None:
-    """The badge becomes final; if it does not, say what it shows (a streamed "scoring" step, or Gradio's progress
-    overlay on it), which a bare timeout would not."""
+def actions(page) -> int:
+    """How many turn actions the page has counted."""
+    return page.evaluate("() => window.__turnSeq || 0")
+
+
+def newest_final(page, where: str, counted: int, timeout_ms: int = TIMEOUT_MS) -> None:
+    """The page has counted ``counted`` actions, and the badge answers the newest and is final; if it does not,
+    say what it shows."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function(SETTLED, timeout=TIMEOUT_MS)
+        page.wait_for_function(NEWEST_FINAL, arg=counted, timeout=timeout_ms)
     except PlaywrightTimeout:
-        shown = page.locator("#hybrid-path").evaluate("e => e.outerHTML")
-        raise AssertionError(f"{where}: the badge never settled; it shows: {shown[:1500]}") from None
+        shown = page.locator("#hybrid-path").evaluate("e => e.outerHTML")[:600]
+        seq = page.evaluate("() => window.__turnSeq")
+        raise AssertionError(f"{where}: the badge never answered the newest action ({seq}); it shows {shown}") from None
 
 
-def set_rerank_depth(page, value: int, wait: bool = False) -> None:
+def set_rerank_depth(page, value: int) -> None:
     """Type ``value`` in the slider's number box and leave it (which releases the slider: the turn re-runs)."""
-    before = page.locator("#hybrid-path").inner_html()
     open_controls(page)
     box = page.locator("#reranker-max-input input[type=number]")
     box.fill(str(value))
     box.press("Tab")
-    if wait:
-        page.wait_for_function(CHANGED, arg=before, timeout=TIMEOUT_MS)
-        settled(page, f"reranker_max_input {value}")
 
 
-def run(page, text: str, wait: bool = True) -> None:
-    page.locator("#query textarea").fill(text)
-    page.locator("#run").click()
-    if wait:
-        expect()(page.locator("#hybrid-path .turn").first).to_contain_text(text, timeout=TIMEOUT_MS)
-        settled(page, f"Run {text!r}")
-
-
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: failed 2 of 4 tries in a full clean-clone run (passes alone, also under load); "
-    "see the session-10 closing note: reproduce with the browser files in order, then remove this mark",
-)
-def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page):
-    # B with MANY is cached first, so later it answers at once. Then one slow re-run (a fresh turn, NONE -> MANY)
-    # is timed, to know how long an unguarded late result could take to arrive.
-    set_rerank_depth(page, MANY)
-    run(page, TURN_B)
-    set_rerank_depth(page, NONE, wait=True)
-    run(page, turn_a(-1))
-    start = time.monotonic()
-    set_rerank_depth(page, MANY, wait=True)
-    watch_ms = int(min(max(2.5 * (time.monotonic() - start), 3.0), 60.0) * 1000)
-
+def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page_at):
+    page = page_at(TURN_B, reranker_max_input=MANY)  # B with MANY is computed first, so later it answers at once
+    context_b = page.locator("#context").inner_text()  # the restore's one event: B's details came with its badge
+    query = page.locator("#query textarea")
     overwritten = []
     for i in range(TRIES):
-        set_rerank_depth(page, NONE, wait=True)  # B re-runs (cached)
-        run(page, turn_a(i))  # a fresh A, no cross-encoder work yet
+        done = actions(page)
+        query.fill(turn_a(i))
+        set_rerank_depth(page, NONE)  # the box's fresh turn A re-runs: no cross-encoder work yet
+        newest_final(page, f"try {i}: A with no reranking", done + 1)
+        assert turn_a(i) in searched(page)
+        settled(page, f"try {i}: A's details")  # an idle page: B follows by ~100 ms, not by a busy page's seconds
         set_rerank_depth(page, MANY)  # A re-runs with MANY pairs to score ...
         page.wait_for_timeout(100)
-        run(page, TURN_B, wait=False)  # ... and B, cached, is Run ~100 ms later
-        page.wait_for_timeout(watch_ms)  # an unguarded re-run of A has arrived by now
-        settled(page, f"try {i}")
-        if TURN_B not in searched(page) or page.locator("#query textarea").input_value() != TURN_B:
-            overwritten.append((i, searched(page)))
+        query.fill(TURN_B)
+        page.locator("#run").click()  # ... and B, cached, is Run ~100 ms later
+        newest_final(page, f"try {i}: B", done + 3)
+        settled(page, f"try {i}")  # A's re-run has ended: an unguarded result of it would be on the page
+        if not page.evaluate(NEWEST_FINAL) or TURN_B not in searched(page) or query.input_value() != TURN_B:
+            seq = page.evaluate("() => [document.querySelector('#hybrid-path .status')?.dataset.seq, window.__turnSeq]")
+            overwritten.append((i, "badge", searched(page), "badge's count, page's", seq))
+        elif not drawn(page, context_b):  # and what the details drew is B's too
+            overwritten.append((i, "context", page.locator("#context").inner_text()[:300]))
     assert overwritten == [], (
-        f"the older re-run replaced the newer turn in {len(overwritten)} of {TRIES} tries: {overwritten}"
+        f"an older turn replaced the newer one in {len(overwritten)} of {TRIES} tries: {overwritten}"
     )
 
 
+def drawn(page, context: str) -> bool:
+    """The context panel shows ``context``, at once or soon: a settled page may not have sent the details event
+    after its last stream yet (only the newest turn's can still come: an older turn's are never drawn)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function("t => document.querySelector('#context').innerText === t", arg=context, timeout=10_000)
+    except PlaywrightTimeout:
+        return False
+    return True
+
+
 def test_no_page_event_cancels_a_turn_event():
-    """The wiring behind the races, checked without a browser: no event cancels one that writes the turn's badge
+    """The wiring behind the races, checked without a browser. No event cancels one that writes the turn's badge
     (the page's cancel is asynchronous: it awaited one POST /cancel per running event before looking up the next,
     and so cancelled the very re-run its trigger had submitted meanwhile; an event not yet given its id was answered
-    422). The server decides which action is the newest: every streamed turn event carries the page's count."""
-    from inspector.ui import build_app
+    422). Every streamed turn event runs each time (``trigger_mode`` "multiple": "once" dropped a Run made while a
+    turn was running, "always_last" deferred a re-run past a newer Run) and carries the page's count of actions as
+    its last input, stamped by ``ui.turn_seq_js``: the server decides which action is the newest. The details after
+    each, and what follows them (the link's refresh, the judgments' refill), wait for an older one still running
+    ("always_last"): "once" dropped the newer turn's, leaving the older turn's charts, context, export and link
+    under the newer columns."""
+    from inspector.ui import build_app, turn_seq_js
 
     config = build_app().get_config_file()
     deps = config["dependencies"]
@@ -132,50 +212,48 @@ def test_no_page_event_cancels_a_turn_event():
     assert cancelling == [], f"events {cancelling} cancel a turn event"
     streamed = [d for d in deps if d["id"] in turns and d.get("js")]
     assert len(streamed) >= 20 and all(d["inputs"][-1] == seq for d in streamed)  # Run, Enter, examples, controls
+    assert all(d["js"] == turn_seq_js(len(d["inputs"])) for d in streamed)
+    assert [d["id"] for d in streamed if d["trigger_mode"] != "multiple"] == []
+    details = [d for d in deps if d["trigger_after"] in {s["id"] for s in streamed}]
+    after = [d for d in deps if d["trigger_after"] in {s["id"] for s in details}]
+    assert len(details) == len(streamed) and len(after) >= len(details)
+    assert [d["id"] for d in details + after if d["trigger_mode"] != "always_last"] == []
 
 
 # ------------------------------------------------------------------------- the controls agree with the results
 # The sequence the issue saw fail about 1 time in 10 (the page's own cancel dropped the newest re-run): type a k in
-# the RRF k box, press Enter, click "Hybrid on". After each try the page settles (the badge answers the page's
-# newest action and is final) and its controls must be the ones its result was computed with. The old page failed 2
-# of 12 such tries in a scratch run (load average 12, 2026-12-02), so 30 tries miss a regression with probability
-# about (1 - 2/12) ** 30 = 0.4 %.
-AGREE_TRIES = 30
-NEWEST_FINAL = (
-    "() => { const s = document.querySelector('#hybrid-path .status');"
-    " return !!s && !s.classList.contains('level-pending') && Number(s.dataset.seq) === window.__turnSeq; }"
-)
+# the RRF k box, press Enter, click "Hybrid on". After each try the badge answers the page's newest action and is
+# final, and the controls must be the ones its result was computed with. That cause, a cancel before each turn event,
+# is caught at once by the config test above; with the server's guard taken out instead, 0 of 10 tries failed (two
+# cached re-runs end in the order they were sent). What the tries keep is the page's half: each event carries the
+# controls as shown and the page's count, which a broken stamp or a stale value fails in every try. 4 tries: two
+# with settings not yet run, two from the cache (30 tries took 160 s; these ~4 s each).
+AGREE_TRIES = 4
 
 
 def shown_controls(page) -> dict:
     """The controls the badge's result was computed with (its ``data-controls``)."""
-    import json
-
     return json.loads(page.locator("#hybrid-path .status").get_attribute("data-controls") or "{}")
 
 
-def newest_final(page, where: str, timeout_ms: int = TIMEOUT_MS) -> None:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:
-        page.wait_for_function(NEWEST_FINAL, timeout=timeout_ms)
-    except PlaywrightTimeout:
-        shown = page.locator("#hybrid-path").evaluate("e => e.outerHTML")[:600]
-        seq = page.evaluate("() => window.__turnSeq")
-        raise AssertionError(f"{where}: the badge never answered the newest action ({seq}); it shows {shown}") from None
-
-
-def test_the_controls_always_show_the_settings_of_the_results(page):
+def test_the_controls_always_show_the_settings_of_the_results(page_at):
+    page = page_at(TURN_B)
     failed = []  # gradio_api answers of 400 or more (a cancel of an event without an id was answered 422)
     page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-    run(page, TURN_B)
     box, hybrid = page.locator("#rrf-k input[type=number]"), page.locator("#hybrid-enabled input")
+    # Enter in the RRF k box applies the value (before: only Tab, a click elsewhere or a drag applied it)
+    box.fill("37")
+    box.press("Enter")
+    newest_final(page, "Enter in the RRF k box", 1, timeout_ms=20_000)
+    assert shown_controls(page)["rrf_k"] == 37
+    expect()(page.locator("#list-rrf .col-head .chip")).to_contain_text("k=37")
     disagreed = []
     for i in range(AGREE_TRIES):
+        done = actions(page)
         box.fill(str(20 + i % 2))  # four settings in turn: after two tries every re-run answers from the cache
         box.press("Enter")
         hybrid.click()
-        newest_final(page, f"try {i}")
+        newest_final(page, f"try {i}", done + 2)
         shown = shown_controls(page)
         controls = {"rrf_k": int(box.input_value()), "hybrid_enabled": hybrid.is_checked()}
         level = page.locator("#hybrid-path .badge").inner_text().strip().lower()
@@ -184,13 +262,3 @@ def test_the_controls_always_show_the_settings_of_the_results(page):
     print(f"{AGREE_TRIES} tries of k + Enter + Hybrid on; the controls disagreed with the results in {len(disagreed)}")
     assert disagreed == [], f"{len(disagreed)} of {AGREE_TRIES} tries ended disagreeing: {disagreed[:5]}"
     assert failed == [], failed[:5]
-
-
-def test_enter_in_the_rrf_k_box_applies_the_value(page):
-    run(page, TURN_B)
-    box = page.locator("#rrf-k input[type=number]")
-    box.fill("37")
-    box.press("Enter")  # before: only Tab, a click elsewhere or a drag applied it
-    newest_final(page, "Enter in the RRF k box", timeout_ms=20_000)
-    assert shown_controls(page)["rrf_k"] == 37
-    expect()(page.locator("#list-rrf .col-head .chip")).to_contain_text("k=37")
