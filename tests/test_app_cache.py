@@ -146,7 +146,9 @@ def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its
     from gradio_client import Client
 
     alice = Client(app.url, verbose=False, download_files=False)
-    mine = _export_path(alice.predict(SECRET, api_name="/run_turn")[-1])
+    first = alice.predict(SECRET, api_name="/run_turn")
+    assert first[-1] is not None, f"A's turn made no export: {first[0]}\n{app.log_tail()}"
+    mine = _export_path(first[-1])
     bob = Client(app.url, verbose=False, download_files=False)
     try:
         seen = bob.predict(TURN, api_name="/run_turn")

@@ -47,7 +47,8 @@ def store(tmp_path_factory):
 def in_process(env: dict, *args: str) -> subprocess.CompletedProcess:
     """``python -m retrieval ARGS`` answered by this process (``retrieval.cli.main``: the same parser, handlers and
     exit codes) with ``env``'s settings. For a command whose output is all a test reads: each process of its own
-    costs ~2 s of imports and a model load. The attach and the turn after it keep their own processes."""
+    costs ~2 s of imports and a model load. The attach keeps its own, so the turn here finds what another process
+    registered."""
     from retrieval.cli import main
     from retrieval.evaluation.cli import register
 
@@ -76,7 +77,7 @@ def test_attach_answers_at_level_full_and_never_writes_the_collection(store):
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert info["name"] == "faq" and info["sub_chunks"] == 6 and info["format"] == "chroma-collection"
-    out = run("-m", "retrieval", "query", "my meter says E-07", "--corpus", "faq", "--json")
+    out = in_process(env, "query", "my meter says E-07", "--corpus", "faq", "--json")  # attached by another process
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["hybrid_path"] == "full", result["reason"]

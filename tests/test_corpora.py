@@ -443,18 +443,19 @@ def test_cli_index_then_query_and_eval_on_the_corpus(tmp_path, monkeypatch, caps
     out = cli("index", str(folder), "--name", "My set")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["name"] == "My-set" and json.loads(out.stdout)["sub_chunks"] == 3
-    out = cli("query", "glass of water", "--corpus", "My-set", "--json")
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["bm25"][0]["chunk_id"] == "d1#0"
-    # The index and the first turn on it are processes of their own (what another process stored is found); the
-    # rest needs none (each costs ~2 s of imports and a model load): this process's `main`, the same parser and
-    # handlers as `python -m retrieval`, with the same environment.
+    # The index is a process of its own, so what follows finds what another process stored; the commands after it
+    # need none (each cost ~2 s of imports and a model load): this process's `main`, the same parser and handlers
+    # as `python -m retrieval`, with the same environment.
     from retrieval.cli import main
     from retrieval.evaluation.cli import register
 
     for name in ("DATA_DIR", "CHROMA_PATH", "DATA_ROOT", "HF_HUB_OFFLINE"):
         monkeypatch.setenv(name, env[name])
     capsys.readouterr()
+    code = main(["query", "glass of water", "--corpus", "My-set", "--json"], (register,))
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert json.loads(printed.out)["bm25"][0]["chunk_id"] == "d1#0"
     code = main(
         ["eval", "--corpus", "My-set", "--configs", "bm25", "--no-refusals", "--json", "--resamples", "10"], (register,)
     )
