@@ -371,6 +371,13 @@ def turn_seq_js(n: int) -> str:
     )
 
 
+# What every page event of a turn shares: one queue of four for turns (the streamed columns and the details below
+# them), inputs typed by handlers.build_settings rather than Gradio, the badge's pending step as progress, no API.
+TURN_QUEUE: dict[str, Any] = dict(
+    concurrency_id="turn", concurrency_limit=4, preprocess=False, show_progress="hidden", api_visibility="private"
+)
+
+
 def _details_event(inputs: list[Any], o: dict[str, Any]) -> dict[str, Any]:
     """The arguments of a turn's second event (everything below the columns, ``handlers.turn_details``).
 
@@ -382,12 +389,8 @@ def _details_event(inputs: list[Any], o: dict[str, Any]) -> dict[str, Any]:
         fn=handlers.newest_details(handlers.turn_details),
         inputs=inputs,
         outputs=[o[name] for name in handlers.DETAILS],
-        concurrency_id="turn",
-        concurrency_limit=4,
-        preprocess=False,
-        show_progress="hidden",
         trigger_mode="always_last",
-        api_visibility="private",
+        **TURN_QUEUE,
     )
 
 
@@ -429,12 +432,8 @@ def _wire(
             inputs=[*turn_inputs, seq],
             js=turn_seq_js(len(turn_inputs) + 1),
             outputs=[o[name] for name in handlers.COLUMNS],
-            concurrency_id="turn",
-            concurrency_limit=4,
-            preprocess=False,
-            show_progress="hidden",
             trigger_mode="multiple",
-            api_visibility="private",
+            **TURN_QUEUE,
         )
 
     turn = streamed(handlers.stream_turn, [*inputs, *tail], explained=False)
