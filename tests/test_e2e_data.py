@@ -373,7 +373,8 @@ def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_re
     expect()(page.locator("#index-progress")).to_contain_text("/23,341 sub-chunks embedded")
     page.wait_for_function("() => +document.querySelector('#index-progress progress').value >= 150", timeout=300_000)
     page.locator("#index-cancel").click()
-    expect()(page.locator("#data-message")).to_contain_text("Cancelling scifact")
+    # "Cancelling scifact" shows until the worker stops; a worker that stops within one poll goes straight to the end
+    expect()(page.locator("#data-message")).to_contain_text(re.compile(r"Cancelling scifact|scifact cancelled at \d"))
     expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
     stored = int(bar.get_attribute("value"))
     assert 150 <= stored < 23_341
