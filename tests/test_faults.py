@@ -8,6 +8,7 @@ the narrowest seam and the test says why.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import os
@@ -178,7 +179,9 @@ def test_a_branch_that_finished_late_timed_out_even_when_collected_later():
     started = time.perf_counter()
     late = pool.submit(5, lambda: (time.sleep(0.03), ([], {"dense": 30.0}))[1])
     on_time = pool.submit(1000, lambda: ([], {"dense": 0.0}))
-    time.sleep(0.08)  # both finished by now: the first after its 5 ms budget
+    # both finished before they are collected, the first after its 5 ms budget (waited for, not slept: a loaded
+    # machine may start the pool's thread late)
+    concurrent.futures.wait([late, on_time], timeout=30)
     assert late.done() and on_time.done()
     r = _collect("dense", late, 5, started, {})
     assert r.status == "timeout" and r.reason == "dense exceeded its 5 ms budget" and r.ms >= 30
