@@ -85,8 +85,11 @@ def page(browser, server):
 
 
 def expect():
+    """Playwright's ``expect``, waiting up to TIMEOUT_MS: the suite runs three workers on two cores, and an answer
+    that takes 1 s on a quiet machine took 13.5 s in one run (the default wait is 5 s)."""
     from playwright.sync_api import expect as e
 
+    e.set_options(timeout=TIMEOUT_MS)
     return e
 
 
@@ -105,7 +108,10 @@ def run(page, text: str, want_level: str | None = None) -> None:
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 
 
-def test_type_a_turn_run_it_and_see_four_non_empty_lists(page):
+def test_a_turn_then_each_level_its_controls_bring_and_the_export(page):
+    """One page, one turn at ``full``, then each control that changes the level or the fused list, each restored
+    before the next: what five pages (each loading the app and drawing the same turn) checked, at ~30 CPU-s of
+    Chromium less."""
     run(page, TURN, "full")
     expect()(page.locator("#hybrid-path .turn")).to_contain_text(TURN)
     for column in ("bm25", "dense", "rrf", "reranked"):
@@ -119,22 +125,49 @@ def test_type_a_turn_run_it_and_see_four_non_empty_lists(page):
     assert kept == [], kept
     assert page.evaluate("() => window.__turnSeq") >= 1  # the page numbers its turn actions (ui.turn_seq_js)
 
+    # the export comes with the charts and the context, right after the columns (handlers.turn_details)
+    expect()(page.locator("#context")).to_contain_text("device-gs40-e07", timeout=TIMEOUT_MS)
+    with page.expect_download() as download:
+        page.locator("#export").click()
+    record = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert record["inputs"]["query"] == TURN and record["hybrid_path"] == "full"
+    assert record["result"]["fused"] and record["settings"]["rrf_k"] == DEFAULTS.rrf_k
 
-def test_reranker_failure_toggle_shows_rrf_only(page):
-    run(page, TURN, "full")
+    # the reranker's simulated failure: rrf_only, and back
     page.locator("#simulate-reranker-failure input").check()
     expect()(level(page)).to_have_text("rrf_only", timeout=TIMEOUT_MS)
     expect()(page.locator("#hybrid-path")).to_contain_text("reranker load failure (simulated)")
     page.locator("#simulate-reranker-failure input").uncheck()
     expect()(level(page)).to_have_text("full", timeout=TIMEOUT_MS)
 
-
-def test_hybrid_off_shows_dense_only_and_the_dropped_bm25_branch(page):
-    run(page, TURN, "full")
+    # hybrid off: dense_only, the BM25 branch shown dropped, and back
     page.locator("#hybrid-enabled input").uncheck()
     expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
     expect()(page.locator("#list-bm25 .dropped")).to_contain_text("disabled")
     assert page.locator("#list-dense .hit").count() > 0
+    page.locator("#hybrid-enabled input").check()
+    expect()(level(page)).to_have_text("full", timeout=TIMEOUT_MS)
+
+    # an empty BM25 index (simulated, in the Controls drawer): dense_only, and back
+    box = open_controls(page, "simulate-empty-bm25").locator("input")
+    box.evaluate("e => e.click()")  # a click where it is: the drawer's transform confuses Playwright's geometry
+    expect()(box).to_be_checked()
+    expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
+    expect()(page.locator("#list-bm25 .dropped")).to_contain_text("BM25 index is empty (simulated)")
+    box.evaluate("e => e.click()")
+    expect()(box).not_to_be_checked()
+    expect()(level(page)).to_have_text("full", timeout=TIMEOUT_MS)
+
+    # moving RRF k changes the fused list
+    before = page.locator("#list-rrf").text_content()
+    target = 1 if DEFAULTS.rrf_k != 1 else 200
+    k = page.locator("#rrf-k input[type=number]")
+    k.fill(str(target))
+    k.press("Tab")  # the number box releases the slider on blur
+    # Playwright trims expected text ("k=1 " would match "k=10"): wait for the formula, "/(1+" is not "/(10+".
+    expect()(page.locator("#list-rrf .formula").first).to_contain_text(f"/({target}+", timeout=TIMEOUT_MS)
+    after = page.locator("#list-rrf").text_content()
+    assert f"k={target} ·" in after and f"k={DEFAULTS.rrf_k} ·" not in after and after != before
 
 
 def open_controls(page, elem_id: str = "reranker-max-input"):
@@ -150,15 +183,6 @@ def open_controls(page, elem_id: str = "reranker-max-input"):
     return control
 
 
-def test_simulated_empty_bm25_index_is_shown_as_empty(page):
-    run(page, TURN, "full")
-    box = open_controls(page, "simulate-empty-bm25").locator("input")
-    box.evaluate("e => e.click()")  # a click where it is: the drawer's transform confuses Playwright's geometry
-    expect()(box).to_be_checked()
-    expect()(level(page)).to_have_text("dense_only", timeout=TIMEOUT_MS)
-    expect()(page.locator("#list-bm25 .dropped")).to_contain_text("BM25 index is empty (simulated)")
-
-
 def run_example(page, kind: str, expected_level: str):
     """Click the first curated example of ``kind`` (they are about the shipped corpus) and wait for its level."""
     if not SHIPPED.exists():
@@ -171,49 +195,22 @@ def run_example(page, kind: str, expected_level: str):
     return example
 
 
-def test_the_no_match_example_ends_in_the_refusal(page):
+def test_an_empty_turn_the_refusal_example_and_an_injection_each_say_what_they_are(page):
+    """One page: an empty turn gets a clear message, the no_match example ends in the refusal, and an injection
+    string in the turn renders as text."""
+    page.locator("#query textarea").fill("   ")
+    page.locator("#run").click()
+    expect()(page.locator("#message")).to_contain_text("The turn is empty")
+    expect()(level(page)).to_have_text("idle")
+
     example = run_example(page, "no_match", "no_match")
     expect()(page.locator("#query textarea")).to_have_value(example.text)
     expect()(page.locator("#list-reranked .refusal")).to_contain_text("I could not find this")
     expect()(page.locator("#context")).to_contain_text("I could not find this")
 
-
-def test_moving_rrf_k_changes_the_fused_list(page):
-    run(page, TURN, "full")
-    before = page.locator("#list-rrf").text_content()
-    target = 1 if DEFAULTS.rrf_k != 1 else 200
-    box = page.locator("#rrf-k input[type=number]")
-    box.fill(str(target))
-    box.press("Tab")  # the number box releases the slider on blur
-    # Playwright trims expected text ("k=1 " would match "k=10"): wait for the formula, "/(1+" is not "/(10+".
-    expect()(page.locator("#list-rrf .formula").first).to_contain_text(f"/({target}+", timeout=TIMEOUT_MS)
-    after = page.locator("#list-rrf").text_content()
-    assert f"k={target} ·" in after and f"k={DEFAULTS.rrf_k} ·" not in after and after != before
-
-
-def test_the_injection_string_renders_as_text(page):
     run(page, INJECTION)
     expect()(page.locator("#hybrid-path .turn")).to_contain_text(INJECTION)
     assert page.locator("img[src='x']").count() == 0
-
-
-def test_an_empty_turn_gets_a_clear_message(page):
-    run_button = page.locator("#run")
-    page.locator("#query textarea").fill("   ")
-    run_button.click()
-    expect()(page.locator("#message")).to_contain_text("The turn is empty")
-    expect()(level(page)).to_have_text("idle")
-
-
-def test_export_downloads_the_turn_as_json(page):
-    run(page, TURN, "full")
-    # the export comes with the charts and the context, right after the columns (handlers.turn_details)
-    expect()(page.locator("#context")).to_contain_text("device-gs40-e07", timeout=TIMEOUT_MS)
-    with page.expect_download() as download:
-        page.locator("#export").click()
-    record = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
-    assert record["inputs"]["query"] == TURN and record["hybrid_path"] == "full"
-    assert record["result"]["fused"] and record["settings"]["rrf_k"] == DEFAULTS.rrf_k
 
 
 def test_why_not_box_and_a_judgment_that_stays_the_session_s_own(page, browser, server):
