@@ -25,10 +25,12 @@ run: $(VENV)/.runtime
 
 # --durations=20: every run (CI's too, .ci/run calls this target) ends with the 20 slowest tests, so the cost of
 # a test stays visible; the whole suite must stay under 8 minutes on a quiet 2-core machine.
-# -n 2 (pytest-xdist): two worker processes, each taking whole test files (the long ones first) and starting its
+# -n 3 (pytest-xdist): three worker processes, each taking whole test files (the long ones first) and starting its
 # own shared app for the browser files it gets (the scheduler: tests/conftest.py, which pytest reads before the
-# workers start because `tests` is named). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 2
+# workers start because `tests` is named). Three on two cores: a worker spends much of its time waiting on a launched
+# app, Chromium or a subprocess, and two left ~40% of the machine idle (docs/measurements/log.md). TEST_WORKERS=0:
+# one process.
+TEST_WORKERS ?= 3
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 tests

@@ -157,14 +157,14 @@ def pytest_collection_modifyitems(config, items) -> None:
         items.sort(key=lambda item: not _long_file(item.path))
 
 
-# ------------------------------------------------------------------------------------------- two test workers
-# `make test` runs pytest-xdist with two workers. Each test file is one unit of work, run in order by one worker
-# (a file's tests may build on each other: the Data tab's upload, then a turn on it); the units go to whichever
-# worker is free. A worker starts the session's shared app (``shipped_app``, on a copy of the run's prebuilt
-# store) when its first browser file asks for it, so each worker drives its own app, one page at a time. The files
-# that launch an app, drive Chromium or run subprocesses are the long units: they are handed out first, so no long
-# file starts last while the other worker sits idle. (xdist's own `--dist loadgroup` marks do not work with
-# pytest 9: they rename a test's node id, which pytest 9 no longer reads from the attribute xdist sets.)
+# ----------------------------------------------------------------------------------------------- test workers
+# `make test` runs pytest-xdist with three workers (the Makefile says why). Each test file is one unit of work, run
+# in order by one worker (a file's tests may build on each other: the Data tab's upload, then a turn on it); the
+# units go to whichever worker is free. A worker starts the session's shared app (``shipped_app``, on a copy of the
+# run's prebuilt store) when its first browser file asks for it, so each worker drives its own app, one page at a
+# time. The files that launch an app, drive Chromium or run subprocesses are the long units: they are handed out
+# first, so no long file starts last while the other workers sit idle. (xdist's own `--dist loadgroup` marks do not
+# work with pytest 9: they rename a test's node id, which pytest 9 no longer reads from the attribute xdist sets.)
 LONG_FILE_SIGNS = ("shipped_app", "from tests.test_e2e_browser import", "AppServer(", "mark.browser", "sys.executable")
 
 
