@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 EXERCISE, EXERCISES, CLASS, TEACHER = "exercise", "exercises", "class", "teacher"
 LINK_KEYS = (EXERCISE, EXERCISES, CLASS, TEACHER)
 TAB_ID = "classroom"
+PRIVATE: dict[str, Any] = {"api_visibility": "private"}
 MAX_PARAM_CHARS = 2000
 
 
@@ -170,7 +171,7 @@ def open_link(request: gr.Request) -> list[Any]:
     if state is None:
         return [gr.skip()] * (VIEW_LEN + 4)
     message = view.message_html("This link had problems: " + " ".join(problems)) if problems else ""
-    return [gr.Tabs(selected=TAB_ID), *show(state), message, teacher_counts(state), worksheet_file(state)]
+    return [TAB_ID, *show(state), message, teacher_counts(state), worksheet_file(state)]
 
 
 def teacher_counts(state: Any) -> str:
@@ -237,7 +238,7 @@ def from_turn(last_turn: Any, state: Any) -> list[Any]:
         return [gr.skip()] * (VIEW_LEN + 1) + [view.message_html(str(exc))]
     state["set"].append(ex.to_dict())
     state["at"] = len(state["set"]) - 1
-    return [gr.Tabs(selected=TAB_ID), *show(state), ""]
+    return [TAB_ID, *show(state), ""]
 
 
 def _turn_id(state: Mapping[str, Any]) -> str:
@@ -326,11 +327,24 @@ class TurnExercise:
         self.last_turn = last_turn
 
 
-def wire_app(app: gr.Blocks, tabs: gr.Tabs, c: Mapping[str, Any], turn: TurnExercise | None = None) -> None:
+# The tab to open is named in a hidden box and a script clicks its button: no event of the page outputs the Tabs.
+# An event with the Tabs among its outputs (this page load did, on every page) made Gradio 6's page re-read the whole
+# tab tree (~300 components, each props object deep-copied, one structuredClone per value) at every later change of
+# any event's status: ~66,000 copies per turn, a quarter of a turn's Chromium CPU (2026-12-04, Chromium 150: a
+# turn's renderer 2.7-3.0 CPU-s without, 4.0-4.1 with).
+SELECT_TAB_JS = """(tab) => {
+  const button = tab && document.querySelector(`button[role="tab"][data-tab-id="${tab}"]`);
+  if (button) { button.click(); }
+  return [];
+}"""
+
+
+def wire_app(app: gr.Blocks, c: Mapping[str, Any], turn: TurnExercise | None = None) -> None:
     """Page-level wiring: a class link opens the classroom on load; the Inspector's button makes an exercise."""
-    app.load(open_link, None, [tabs, *c["view"], c["message"], c["counts"], c["worksheet"]], api_visibility="private")
+    opened = gr.Textbox("", visible=False, elem_id="tab-to-open")
+    loaded = app.load(open_link, None, [opened, *c["view"], c["message"], c["counts"], c["worksheet"]], **PRIVATE)
+    loaded.then(None, opened, None, js=SELECT_TAB_JS, **PRIVATE)
     if turn is not None and turn.button is not None and turn.note is not None:
-        made = turn.button.click(
-            from_turn, [turn.last_turn, c["state"]], [tabs, *c["view"], turn.note], api_visibility="private"
-        )
-        made.then(worksheet_file, c["state"], c["worksheet"], api_visibility="private")
+        made = turn.button.click(from_turn, [turn.last_turn, c["state"]], [opened, *c["view"], turn.note], **PRIVATE)
+        made.then(None, opened, None, js=SELECT_TAB_JS, **PRIVATE)
+        made.then(worksheet_file, c["state"], c["worksheet"], **PRIVATE)

@@ -116,7 +116,7 @@ def build_app() -> gr.Blocks:
         owner = gr.State(None)  # the session's owner token (its uploads, its judgments): made on first use, never shown
         ab_kept = compare_eval.browser_copy()  # the browser's last A vs B: Back from a turn shows the table again
         turn_exercise = exercise_tab.TurnExercise()  # "make an exercise from this turn": placed in the Inspector
-        with gr.Tabs() as tabs:
+        with gr.Tabs():  # no event outputs them (exercise_tab.SELECT_TAB_JS says why)
             with gr.Tab("Inspector", id="inspector", elem_id="inspector-tab"):
                 restore_links = build_inspector_tab(corpus, banner, turn_exercise, owner)
             with gr.Tab("Data", id="data"):
@@ -126,7 +126,7 @@ def build_app() -> gr.Blocks:
             with gr.Tab("Evaluation", id="evaluation"):
                 build_evaluation_tab(corpus=corpus, ab_kept=ab_kept)
         restore_links(app)  # opening a share link restores its state and runs the turn
-        exercise_tab.wire_app(app, tabs, room, turn_exercise)  # class links (?exercise=...), the turn's exercise
+        exercise_tab.wire_app(app, room, turn_exercise)  # class links (?exercise=...), the turn's exercise
         app.unload(handlers.end_session)  # the page closed: its exports go with it
         app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
         app.unload(why_view.end_session)  # and the card it picked to judge
