@@ -108,10 +108,10 @@ def run(page, text: str, want_level: str | None = None) -> None:
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 
 
-def test_a_turn_then_each_level_its_controls_bring_and_the_export(page):
-    """One page, one turn at ``full``, then each control that changes the level or the fused list, each restored
-    before the next: what five pages (each loading the app and drawing the same turn) checked, at ~30 CPU-s of
-    Chromium less."""
+def test_a_turn_then_each_level_its_controls_bring_and_the_export(page, tmp_path):
+    """One page, one turn at ``full`` (its lists, charts, a whole-page screenshot and its export), then each control
+    that changes the level or the fused list, each restored before the next: what seven pages (each loading the app
+    and drawing a turn) checked."""
     run(page, TURN, "full")
     expect()(page.locator("#hybrid-path .turn")).to_contain_text(TURN)
     for column in ("bm25", "dense", "rrf", "reranked"):
@@ -124,6 +124,17 @@ def test_a_turn_then_each_level_its_controls_bring_and_the_export(page):
     kept = page.evaluate("() => Object.keys(localStorage).filter(k => k.startsWith('gradio:run-history'))")
     assert kept == [], kept
     assert page.evaluate("() => window.__turnSeq") >= 1  # the page numbers its turn actions (ui.turn_seq_js)
+
+    # the whole page screenshots with its charts (scripts/screenshots.py takes the docs' copy)
+    page.wait_for_timeout(1500)  # let plotly finish its transitions
+    bottom = page.locator("#chart-contributions").bounding_box()
+    out = tmp_path / "inspector-full.png"
+    page.screenshot(
+        path=str(out),
+        full_page=True,
+        clip={"x": 0, "y": 0, "width": 1400, "height": bottom["y"] + bottom["height"] + 16},
+    )
+    assert out.stat().st_size > 50_000
 
     # the export comes with the charts and the context, right after the columns (handlers.turn_details)
     expect()(page.locator("#context")).to_contain_text("device-gs40-e07", timeout=TIMEOUT_MS)
@@ -234,20 +245,6 @@ def test_why_not_box_and_a_judgment_that_stays_the_session_s_own(page, browser, 
         other.close()
     page.locator("#judge-undo").click()  # and the session takes its mark back
     expect()(page.locator("#judgments")).to_contain_text("Undid your latest change", timeout=TIMEOUT_MS)
-
-
-def test_the_whole_page_screenshots_with_its_charts(page, tmp_path):
-    run_example(page, "lexical", "full")
-    page.locator("#chart-contributions .main-svg").first.wait_for()
-    page.wait_for_timeout(1500)  # let plotly finish its transitions
-    bottom = page.locator("#chart-contributions").bounding_box()
-    out = tmp_path / "inspector-full.png"  # the whole page (scripts/screenshots.py takes the docs' copy)
-    page.screenshot(
-        path=str(out),
-        full_page=True,
-        clip={"x": 0, "y": 0, "width": 1400, "height": bottom["y"] + bottom["height"] + 16},
-    )
-    assert out.stat().st_size > 50_000
 
 
 def test_run_turn_is_callable_by_gradio_client_with_its_own_settings(server):
