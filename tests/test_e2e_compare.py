@@ -32,9 +32,11 @@ from tests.test_e2e_browser import assert_clean as clean
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 LABELED = "what does E-07 mean on a GS-60 meter"  # q002 of corpus/queries.jsonl
 # The browser's A vs B runs AB_TURNS labeled turns (the page's "at most N turns" box: a seeded sample with every
-# category), not all 71: the page flow (run, sort, the broken turn's link into compare mode) is the same, at less
-# than a third of the model work; the scoring itself is checked without a browser (test_compare_eval).
-AB_TURNS = 20
+# category), not all 71: the page flow (run, sort, the broken turn's link into compare mode) is the same, at a
+# seventh of the model work; the scoring itself is checked without a browser (test_compare_eval). The seeded
+# sample of 10 holds 4 turns the ADR recipe breaks against the tuned defaults (nDCG@10 -0.369, -0.079, -0.067,
+# -0.050), so the table has rows to sort both ways and a broken turn to open (20 held 8, none fixed either).
+AB_TURNS = 10
 
 
 @pytest.fixture()
