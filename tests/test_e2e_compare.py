@@ -176,25 +176,17 @@ def test_an_invalid_parameter_is_reported_and_the_default_used(context, server):
     clean(pg)
 
 
-def test_a_labeled_turn_shows_relevance_marks_and_metrics(context, server):
-    if not SHIPPED.exists():
-        pytest.skip("the labeled turns are the shipped corpus's")
-    pg = open_page(context, link(server, q=LABELED, b="ADR recipe"))
+def test_a_labeled_turn_in_compare_mode_shows_relevance_marks_metrics_and_screenshots(context, server, tmp_path):
+    """One page for the labeled turn's link (it was two tests opening the same link): compare mode screenshots
+    between its share line and its view, then the relevance marks and metrics, then unticking every card."""
+    labeled = SHIPPED.exists()  # the labeled turns are the shipped corpus's; without it only the screenshot
+    pg = open_page(context, link(server, q=LABELED if labeled else TURN, b="ADR recipe"))
     wait_compare(pg)
     head = pg.locator("#cmp-final-a .cmp-head")
-    expect()(head).to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
-    expect()(pg.locator("#cmp-final-b .cmp-head")).to_contain_text("first relevant")
-    assert pg.locator("#cmp-final-a .rel").count() >= 1
-    # Untick every card: this session's marks say nothing is relevant, so no metric is shown (not a zero).
-    for box in pg.locator("#relevant-cards input:checked").all():
-        box.uncheck()
-    expect()(head).not_to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
-    clean(pg)
-
-
-def test_compare_mode_screenshots_between_its_share_line_and_its_view(context, server, tmp_path):
-    pg = open_page(context, link(server, q=LABELED if SHIPPED.exists() else TURN, b="ADR recipe"))
-    wait_compare(pg)
+    if labeled:
+        expect()(head).to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
+        expect()(pg.locator("#cmp-final-b .cmp-head")).to_contain_text("first relevant")
+        assert pg.locator("#cmp-final-a .rel").count() >= 1
     pg.wait_for_timeout(500)
     top = pg.locator("#compare-share").bounding_box()
     bottom = pg.locator("#compare-view").bounding_box()
@@ -205,6 +197,11 @@ def test_compare_mode_screenshots_between_its_share_line_and_its_view(context, s
         clip={"x": 0, "y": top["y"] - 8, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 16},
     )
     assert out.stat().st_size > 30_000
+    if labeled:
+        # Untick every card: this session's marks say nothing is relevant, so no metric is shown (not a zero).
+        for box in pg.locator("#relevant-cards input:checked").all():
+            box.uncheck()
+        expect()(head).not_to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
     clean(pg)
 
 
