@@ -249,6 +249,14 @@ def test_evaluation_tab_a_vs_b_opens_a_broken_turn_in_compare_mode(context, serv
     clean(pg)
 
 
+# In the page: A vs B (#ab-summary's progress, A's 71 turns then B's) has run at least ``arg`` turns, or is not
+# running any more.
+PAST = """want => {
+    const m = /([AB]): (?:turn )?(\\d+)\\/71/.exec(document.querySelector('#ab-summary').textContent);
+    return !m || Number(m[2]) + (m[1] === 'B' ? 71 : 0) >= want;
+}"""
+
+
 def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_closes(context, server):
     """Issue 19, defect 4: Show and A vs B share one slot; the person waiting sees where they are in the line; an
     A vs B whose page closed stops after the turn it is on instead of holding the slot to its end (109 s before)."""
@@ -262,8 +270,6 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
         ("b", "rrf_k=43,reranker_max_input=45"),
     ):
         first.locator(f"#ab-{side}-overrides textarea, #ab-{side}-overrides input").first.fill(over)
-    first.locator("#ab-run").click()
-    expect()(first.locator("#ab-summary")).to_contain_text(re.compile(r"[AB]: (turn )?\d+/71"))  # running
 
     def done() -> tuple[float, int]:  # turns A vs B has run so far (A's 71, then B's)
         shown = first.locator("#ab-summary").text_content()
@@ -273,13 +279,18 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
 
     other = context.browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
+        # the waiting page is loaded before A vs B starts: the abandoned A vs B runs only while the line is checked
         second = open_page(other, server)
         second.get_by_role("tab", name="Evaluation").click()
         second.locator("#eval-limit input").fill("4")
-        second.locator("#eval-run").click()
+        first.locator("#ab-run").click()
+        expect()(first.locator("#ab-summary")).to_contain_text(re.compile(r"[AB]: (turn )?\d+/71"))  # running
         t0, d0 = done()
+        second.locator("#eval-run").click()
         expect()(second.locator("#eval-summary")).to_contain_text(re.compile(r"queue: 1/1"))
-        time.sleep(3)
+        # A vs B's pace over at least one turn it ran (as a rule already run while the line was checked; it was a
+        # fixed 3 s more of A vs B, and a pace of one turn per 3 s when none had run)
+        first.wait_for_function(PAST, arg=d0 + 1, polling=250)
         t1, d1 = done()
         left = (142 - d1) * (t1 - t0) / max(d1 - d0, 1)  # what the abandoned A vs B still had to run, in s
         closed = time.monotonic()
