@@ -32,9 +32,11 @@ from tests.test_e2e_browser import assert_clean as clean
 TURN = "what does error E-07 mean on my GlucoSense GS-40"
 LABELED = "what does E-07 mean on a GS-60 meter"  # q002 of corpus/queries.jsonl
 # The browser's A vs B runs AB_TURNS labeled turns (the page's "at most N turns" box: a seeded sample with every
-# category), not all 71: the page flow (run, sort, the broken turn's link into compare mode) is the same, at less
-# than a third of the model work; the scoring itself is checked without a browser (test_compare_eval).
-AB_TURNS = 20
+# category), not all 71: the page flow (run, sort, the broken turn's link into compare mode) is the same, at a
+# seventh of the model work; the scoring itself is checked without a browser (test_compare_eval). The seeded
+# sample of 10 holds 4 turns the ADR recipe breaks against the tuned defaults (nDCG@10 -0.369, -0.079, -0.067,
+# -0.050), so the table has rows to sort both ways and a broken turn to open (20 held 8, none fixed either).
+AB_TURNS = 10
 
 
 @pytest.fixture()
@@ -174,25 +176,17 @@ def test_an_invalid_parameter_is_reported_and_the_default_used(context, server):
     clean(pg)
 
 
-def test_a_labeled_turn_shows_relevance_marks_and_metrics(context, server):
-    if not SHIPPED.exists():
-        pytest.skip("the labeled turns are the shipped corpus's")
-    pg = open_page(context, link(server, q=LABELED, b="ADR recipe"))
+def test_a_labeled_turn_in_compare_mode_shows_relevance_marks_metrics_and_screenshots(context, server, tmp_path):
+    """One page for the labeled turn's link (it was two tests opening the same link): compare mode screenshots
+    between its share line and its view, then the relevance marks and metrics, then unticking every card."""
+    labeled = SHIPPED.exists()  # the labeled turns are the shipped corpus's; without it only the screenshot
+    pg = open_page(context, link(server, q=LABELED if labeled else TURN, b="ADR recipe"))
     wait_compare(pg)
     head = pg.locator("#cmp-final-a .cmp-head")
-    expect()(head).to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
-    expect()(pg.locator("#cmp-final-b .cmp-head")).to_contain_text("first relevant")
-    assert pg.locator("#cmp-final-a .rel").count() >= 1
-    # Untick every card: this session's marks say nothing is relevant, so no metric is shown (not a zero).
-    for box in pg.locator("#relevant-cards input:checked").all():
-        box.uncheck()
-    expect()(head).not_to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
-    clean(pg)
-
-
-def test_compare_mode_screenshots_between_its_share_line_and_its_view(context, server, tmp_path):
-    pg = open_page(context, link(server, q=LABELED if SHIPPED.exists() else TURN, b="ADR recipe"))
-    wait_compare(pg)
+    if labeled:
+        expect()(head).to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
+        expect()(pg.locator("#cmp-final-b .cmp-head")).to_contain_text("first relevant")
+        assert pg.locator("#cmp-final-a .rel").count() >= 1
     pg.wait_for_timeout(500)
     top = pg.locator("#compare-share").bounding_box()
     bottom = pg.locator("#compare-view").bounding_box()
@@ -203,6 +197,11 @@ def test_compare_mode_screenshots_between_its_share_line_and_its_view(context, s
         clip={"x": 0, "y": top["y"] - 8, "width": 1400, "height": bottom["y"] + bottom["height"] - top["y"] + 16},
     )
     assert out.stat().st_size > 30_000
+    if labeled:
+        # Untick every card: this session's marks say nothing is relevant, so no metric is shown (not a zero).
+        for box in pg.locator("#relevant-cards input:checked").all():
+            box.uncheck()
+        expect()(head).not_to_contain_text("nDCG@10", timeout=TIMEOUT_MS)
     clean(pg)
 
 
@@ -250,6 +249,14 @@ def test_evaluation_tab_a_vs_b_opens_a_broken_turn_in_compare_mode(context, serv
     clean(pg)
 
 
+# In the page: A vs B (#ab-summary's progress, A's 71 turns then B's) has run at least ``arg`` turns, or is not
+# running any more.
+PAST = """want => {
+    const m = /([AB]): (?:turn )?(\\d+)\\/71/.exec(document.querySelector('#ab-summary').textContent);
+    return !m || Number(m[2]) + (m[1] === 'B' ? 71 : 0) >= want;
+}"""
+
+
 def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_closes(context, server):
     """Issue 19, defect 4: Show and A vs B share one slot; the person waiting sees where they are in the line; an
     A vs B whose page closed stops after the turn it is on instead of holding the slot to its end (109 s before)."""
@@ -263,8 +270,6 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
         ("b", "rrf_k=43,reranker_max_input=45"),
     ):
         first.locator(f"#ab-{side}-overrides textarea, #ab-{side}-overrides input").first.fill(over)
-    first.locator("#ab-run").click()
-    expect()(first.locator("#ab-summary")).to_contain_text(re.compile(r"[AB]: (turn )?\d+/71"))  # running
 
     def done() -> tuple[float, int]:  # turns A vs B has run so far (A's 71, then B's)
         shown = first.locator("#ab-summary").text_content()
@@ -274,13 +279,18 @@ def test_a_waiting_show_sees_its_place_in_line_and_runs_once_the_a_vs_b_page_clo
 
     other = context.browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
+        # the waiting page is loaded before A vs B starts: the abandoned A vs B runs only while the line is checked
         second = open_page(other, server)
         second.get_by_role("tab", name="Evaluation").click()
         second.locator("#eval-limit input").fill("4")
-        second.locator("#eval-run").click()
+        first.locator("#ab-run").click()
+        expect()(first.locator("#ab-summary")).to_contain_text(re.compile(r"[AB]: (turn )?\d+/71"))  # running
         t0, d0 = done()
+        second.locator("#eval-run").click()
         expect()(second.locator("#eval-summary")).to_contain_text(re.compile(r"queue: 1/1"))
-        time.sleep(3)
+        # A vs B's pace over at least one turn it ran (as a rule already run while the line was checked; it was a
+        # fixed 3 s more of A vs B, and a pace of one turn per 3 s when none had run)
+        first.wait_for_function(PAST, arg=d0 + 1, polling=250)
         t1, d1 = done()
         left = (142 - d1) * (t1 - t0) / max(d1 - d0, 1)  # what the abandoned A vs B still had to run, in s
         closed = time.monotonic()
