@@ -14,7 +14,7 @@ import gradio as gr
 from inspector import handlers
 from inspector.compare_callbacks import apply_preset, refresh, tick
 from inspector.compare_render import CSS, compare_message
-from inspector.share_link import COPY_JS, restore
+from inspector.share_link import COPY_JS, page_base, restore
 from retrieval.compare import PRESETS
 from retrieval.settings import CONTROLS
 
@@ -147,12 +147,22 @@ def wire(
 
 
 def wire_load(
-    app: gr.Blocks, p: dict[str, Any], query: Any, controls: dict[str, Any], outputs: dict[str, Any], corpus: Any
+    app: gr.Blocks,
+    p: dict[str, Any],
+    query: Any,
+    controls: dict[str, Any],
+    outputs: dict[str, Any],
+    corpus: Any,
+    search: gr.Textbox,
 ) -> None:
     """Opening a link restores the page's state (the session's corpus included), runs the turn (A) on it and, in
-    compare mode, B."""
+    compare mode, B.
+
+    Only a page opened with a query string restores anything: the restore follows a change of ``search`` (the
+    page's query string, ``share_link.page_search``), so a page without one runs none of its three events."""
     a_list, b_list = list(controls.values()), list(p["b"].values())
-    restored = app.load(
+    app.load(page_base, None, p["base"], api_visibility="private")  # the share link's address, on every page
+    restored = search.change(
         restore,
         None,
         [

@@ -339,10 +339,11 @@ SELECT_TAB_JS = """(tab) => {
 }"""
 
 
-def wire_app(app: gr.Blocks, c: Mapping[str, Any], turn: TurnExercise | None = None) -> None:
-    """Page-level wiring: a class link opens the classroom on load; the Inspector's button makes an exercise."""
+def wire_app(app: gr.Blocks, c: Mapping[str, Any], search: gr.Textbox, turn: TurnExercise | None = None) -> None:
+    """Page-level wiring: a class link opens the classroom once the page has loaded (``search``: the page's query
+    string, ``share_link.page_search``); the Inspector's button makes an exercise."""
     opened = gr.Textbox("", visible=False, elem_id="tab-to-open")
-    loaded = app.load(open_link, None, [opened, *c["view"], c["message"], c["counts"], c["worksheet"]], **PRIVATE)
+    loaded = search.change(open_link, None, [opened, *c["view"], c["message"], c["counts"], c["worksheet"]], **PRIVATE)
     loaded.then(None, opened, None, js=SELECT_TAB_JS, **PRIVATE)
     if turn is not None and turn.button is not None and turn.note is not None:
         made = turn.button.click(from_turn, [turn.last_turn, c["state"]], [opened, *c["view"], turn.note], **PRIVATE)

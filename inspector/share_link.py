@@ -119,6 +119,22 @@ def link_corpus(name: str | None) -> tuple[Any, str | None]:
     )
 
 
+def page_search(app: gr.Blocks) -> gr.Textbox:
+    """A hidden box that a script fills with the page's query string once the page has loaded: the events that read
+    a link (its state, a class link) follow its change, so a page opened without a query string runs none of them.
+    Every output of an event that ran stays in Gradio 6's list of components with a status for the page's life,
+    and the page deep-copies each of them at every status change of any later event: the link's three events
+    alone put 61 components there, copied ~11 times per turn."""
+    search = gr.Textbox("", visible=False, elem_id="page-search")
+    app.load(None, None, search, js="() => window.location.search")
+    return search
+
+
+def page_base(request: gr.Request) -> str:
+    """Page load: the page's address without its query string (what a share link starts with)."""
+    return _base(dict(request.headers or {}) if request is not None else {})
+
+
 def _base(headers: Mapping[str, str]) -> str:
     """The page's address without its query string, from the request's Referer (else its Host)."""
     referer = headers.get("referer") or ""

@@ -28,6 +28,7 @@ from inspector import (
     map_view,
     presenter,
     render,
+    share_link,
     uploads,
     why_view,
 )
@@ -125,8 +126,8 @@ def build_app() -> gr.Blocks:
                 room = build_classroom_tab()
             with gr.Tab("Evaluation", id="evaluation"):
                 build_evaluation_tab(corpus=corpus, ab_kept=ab_kept)
-        restore_links(app)  # opening a share link restores its state and runs the turn
-        exercise_tab.wire_app(app, room, turn_exercise)  # class links (?exercise=...), the turn's exercise
+        restore_links(app, search := share_link.page_search(app))  # a share link restores its state, runs the turn
+        exercise_tab.wire_app(app, room, search, turn_exercise)  # class links (?exercise=...), the turn's exercise
         app.unload(handlers.end_session)  # the page closed: its exports go with it
         app.unload(jobs.end_session)  # and its heavy job (a live evaluation, A vs B) stops
         app.unload(why_view.end_session)  # and the card it picked to judge
@@ -141,10 +142,10 @@ def build_inspector_tab(
     banner: gr.HTML | None = None,
     turn_exercise: exercise_tab.TurnExercise | None = None,
     owner: gr.State | None = None,
-) -> Callable[[gr.Blocks], None]:
+) -> Callable[[gr.Blocks, gr.Textbox], None]:
     """Create and wire the inspector inside the current Blocks/Tab context; returns what wires the share links
-    to the app's load event. ``corpus`` holds the session's active corpus (the Data tab sets it); ``banner``, the
-    page's banner, follows it.
+    to the page's query string (``share_link.page_search``). ``corpus`` holds the session's active corpus (the
+    Data tab sets it); ``banner``, the page's banner, follows it.
 
     The answer comes first: the turn row (its label names the corpus; the three headline controls beside it), the
     link's warning, the level badge and the four columns fill the first screen; every other control sits in a drawer
@@ -185,8 +186,8 @@ def build_inspector_tab(
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
         apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus, owner)  # + judgments
 
-    def finish(app: gr.Blocks) -> None:
-        compare_view.wire_load(app, panel, query, controls, outputs, corpus)
+    def finish(app: gr.Blocks, search: gr.Textbox) -> None:
+        compare_view.wire_load(app, panel, query, controls, outputs, corpus, search)
         apply_tune(app)  # the Evaluation tab's Tune / Apply sets A and B here
         presenter.wire_load(app, present)
 
