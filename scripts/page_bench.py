@@ -1,7 +1,9 @@
 """How soon a person sees a turn, in a real browser: time from Run to the fused list on screen, and to the reranked
 list (issue 18: a streamed turn). Starts the app (``python app.py``) on a free port with a fresh store, drives
 headless Chromium through the shipped labeled turns (each turn once, so every cross-encoder pair is new), and
-prints one JSON object: per-turn times and their p50 / p95, and the ratio of the two p50s.
+prints one JSON object: per-turn times and their p50 / p95, and the ratio of the two p50s; and how long the page's
+renderer main thread was busy (Chrome's own ``Performance.getMetrics``: TaskDuration, ScriptDuration) to load the
+page, and for each turn from its Run to the next (its columns, the charts below them and the follow-up events).
 
     python scripts/page_bench.py [--turns 30] [--pause 2] [--json-out docs/page-bench.json]
 
@@ -80,10 +82,22 @@ def main() -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.set_default_timeout(120_000)
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+
+        def busy() -> tuple[float, float]:  # the renderer main thread's busy and script seconds so far
+            m = {x["name"]: x["value"] for x in cdp.send("Performance.getMetrics")["metrics"]}
+            return m["TaskDuration"], m["ScriptDuration"]
+
+        before_load = busy()
         page.goto(app.url)
         page.locator("#query textarea").wait_for()
+        page.wait_for_timeout(args.pause * 1000)
+        load_busy = [round(1000 * (b - a)) for a, b in zip(before_load, busy())]
+        marks = []
         for i, text in enumerate(turns):
             page.wait_for_timeout(args.pause * 1000)
+            marks.append(busy())
             page.locator("#query textarea").fill(text)
             page.evaluate(WATCH_JS, text)
             try:
@@ -104,11 +118,16 @@ def main() -> None:
                     "streamed": seen["streamed"],
                 }
             )
+        page.wait_for_timeout(args.pause * 1000)
+        marks.append(busy())
         browser.close()
+    for row, (start, end) in zip(rows, list(zip(marks, marks[1:]))[1:]):  # turn i: its Run to the next Run
+        row["renderer_busy_ms"], row["renderer_script_ms"] = (round(1000 * (b - a)) for a, b in zip(start, end))
     fused = [r["fused_ms"] for r in rows]
     reranked = [r["reranked_ms"] for r in rows]
     out = {
-        "what": "time from Run to the fused list and to the reranked list on screen, headless Chromium 1280x720",
+        "what": "time from Run to the fused list and to the reranked list on screen, and the renderer main "
+        "thread's busy time per page load and per turn, headless Chromium 1280x720",
         "command": "python scripts/page_bench.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
         "cpu": platform.processor() or platform.machine(),
@@ -119,6 +138,13 @@ def main() -> None:
         "reranked_ms": {"p50": statistics.median(reranked), "p95": percentile(reranked, 0.95)},
         "fused_over_reranked_p50": round(statistics.median(fused) / statistics.median(reranked), 3),
         "streamed_turns": sum(r["streamed"] for r in rows),
+        "renderer_busy_ms": {
+            "page_load": load_busy[0],
+            "page_load_script": load_busy[1],
+            "turn_p50": statistics.median(r["renderer_busy_ms"] for r in rows),
+            "turn_p95": percentile([r["renderer_busy_ms"] for r in rows], 0.95),
+            "turn_script_p50": statistics.median(r["renderer_script_ms"] for r in rows),
+        },
         "rows": rows,
     }
     text = json.dumps(out, indent=1, ensure_ascii=False)
