@@ -276,15 +276,16 @@ def test_broken_upload_is_answered_beside_the_drop_zone_then_the_fixed_file_answ
 
 
 def test_csv_and_zip_of_markdown(page, files):
+    """A CSV and a .zip of Markdown through the real file input: each indexes to 100% and becomes the session's
+    corpus."""
     upload(page, files["csv"])
     wait_ready(page, "team-kb")
     UPLOADED.add("team-kb")  # by this test's session: another session than any later test's
-    lists = run_turn(page, "when does the pharmacy close")
-    assert lists["dense"] and all(i.startswith("kb-") for i in lists["dense"])
     upload(page, files["zip"])
     wait_ready(page, "notes")
-    lists = run_turn(page, "where do used needles go")
-    assert lists["reranked"][0] == "notes/sharps#0"
+    # What a turn on each answers from (the CSV's dense list all kb-, the zip's reranked first notes/sharps#0) is
+    # checked below the page, with the same files, handlers, models and a real Chroma: tests/test_data_tab_logic.py
+    # (a turn shown costs ~4 CPU-s in Chromium; the page's columns are checked on the uploaded JSONL above).
 
 
 def test_open_a_beir_folder_from_the_picker_offers_its_turns_and_scores_it_then_back_to_shipped(page):
