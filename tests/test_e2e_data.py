@@ -34,6 +34,9 @@ OWN = [
 TURN = "glass of water with every tablet"
 # tinybeir's labeled turns: q2 shares no word with its card, so B = BM25's order alone breaks it (A vs B has a link).
 SCIFACT = ROOT.parent / "shared" / "eval" / "scifact"
+# The corpora an earlier test's session of this module uploaded (its tests run in order in one process): a later
+# test that needs a corpus uploaded by another session uses that one instead of opening a session to upload it.
+UPLOADED: set[str] = set()
 BEIR_TURNS = [
     ("q1", "what lowers cholesterol", "tb-statin"),
     ("q2", "exercise for hypertension", "tb-walk"),
@@ -222,31 +225,31 @@ def run_turn(page, text: str) -> dict[str, list[str]]:
     }
 
 
-def test_an_upload_is_answered_beside_the_drop_zone_in_the_first_screen(browser, server, files):
-    """At 1280x720 a refused upload's message and the indexing progress are in the first screen, beside the drop
-    zone (they were at y=990, below the refusal text and the calibration: a refused upload changed nothing seen)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
-    try:
-        pg = open_page(context, server.url)
-        upload(pg, files["broken"])
-        pg.evaluate("() => window.scrollTo(0, 0)")
-        zone = pg.locator("#corpus-upload").bounding_box()
-        for elem_id in ("data-message", "index-progress"):
-            box = pg.locator(f"#{elem_id}").bounding_box()
-            assert box and box["height"] > 0 and box["y"] + box["height"] <= 720, (elem_id, box)
-            assert box["y"] < zone["y"] + zone["height"], (elem_id, box, zone)  # beside the zone, not below it
-        expect()(pg.locator("#data-message")).to_contain_text("own cards.jsonl:2: invalid JSON")
-    finally:
-        context.close()
+def test_broken_upload_is_answered_beside_the_drop_zone_then_the_fixed_file_answers_in_its_session_only(
+    browser, server, page, files
+):
+    """A broken upload's message names the line, and at 1280x720 it and the indexing progress are in the first
+    screen, beside the drop zone (they were at y=990, below the refusal text and the calibration: a refused upload
+    changed nothing seen). The fixed file indexes; a second session that never switched keeps the shipped corpus
+    while this one answers from its upload.
 
-
-def test_broken_upload_names_the_line_then_the_fixed_file_indexes_and_answers(page, files):
+    (One page for what were three tests: the layout check at 1280x720, the broken then fixed upload, and two
+    sessions with their own corpus, whose session A was this page's upload: one page load, one broken upload and
+    one turn fewer.)"""
+    page.set_viewport_size({"width": 1280, "height": 720})
     upload(page, files["broken"])
+    page.evaluate("() => window.scrollTo(0, 0)")
+    zone = page.locator("#corpus-upload").bounding_box()
+    for elem_id in ("data-message", "index-progress"):
+        box = page.locator(f"#{elem_id}").bounding_box()
+        assert box and box["height"] > 0 and box["y"] + box["height"] <= 720, (elem_id, box)
+        assert box["y"] < zone["y"] + zone["height"], (elem_id, box, zone)  # beside the zone, not below it
     message = page.locator("#data-message")
     expect()(message).to_contain_text("own cards.jsonl:2: invalid JSON")
     expect()(message).to_contain_text("1 problem found; nothing was indexed")
     expect()(page.locator("#active-corpus")).to_contain_text("shipped")  # a failed upload changes nothing
     assert "Traceback" not in message.text_content()
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     upload(page, files["fixed"])
     wait_ready(page, "own-cards")
@@ -254,25 +257,41 @@ def test_broken_upload_names_the_line_then_the_fixed_file_indexes_and_answers(pa
     expect()(page.locator("#map-progress")).to_contain_text(
         re.compile(r"Map of own-cards: ready: \d+ points"), timeout=60_000
     )
-    lists = run_turn(page, TURN)
-    for column, ids in lists.items():
-        assert ids, f"{column} is empty"
-        assert all(i.startswith("own-") for i in ids), (column, ids)
-    assert lists["bm25"][0] == "own-water#0"
+    # two sessions keep their own corpus: B never switched (the shipped, here the mini, corpus); A's turn after B's
+    ctx_b, b = new_page(browser, server)
+    try:
+        lists_b = run_turn(b, TURN)
+        lists = run_turn(page, TURN)
+        for column, ids in lists.items():
+            assert ids, f"{column} is empty"
+            assert all(i.startswith("own-") for i in ids), (column, ids)
+        assert lists["bm25"][0] == "own-water#0"
+        assert lists_b["dense"] and not any(i.startswith("own-") for i in lists_b["dense"])
+        tab(b, "Data")
+        expect()(b.locator("#active-corpus")).to_contain_text("shipped")
+        expect()(page.locator("#active-corpus")).to_contain_text("own-cards")
+        assert b.outside == [] and b.dialogs == []
+    finally:
+        ctx_b.close()
 
 
 def test_csv_and_zip_of_markdown(page, files):
+    """A CSV and a .zip of Markdown through the real file input: each indexes to 100% and becomes the session's
+    corpus."""
     upload(page, files["csv"])
     wait_ready(page, "team-kb")
-    lists = run_turn(page, "when does the pharmacy close")
-    assert lists["dense"] and all(i.startswith("kb-") for i in lists["dense"])
+    UPLOADED.add("team-kb")  # by this test's session: another session than any later test's
     upload(page, files["zip"])
     wait_ready(page, "notes")
-    lists = run_turn(page, "where do used needles go")
-    assert lists["reranked"][0] == "notes/sharps#0"
+    # What a turn on each answers from (the CSV's dense list all kb-, the zip's reranked first notes/sharps#0) is
+    # checked below the page, with the same files, handlers, models and a real Chroma: tests/test_data_tab_logic.py
+    # (a turn shown costs ~4 CPU-s in Chromium; the page's columns are checked on the uploaded JSONL above).
 
 
-def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shipped(page):
+def test_open_a_beir_folder_from_the_picker_offers_its_turns_and_scores_it_then_back_to_shipped(page):
+    """Pick a BEIR folder: its labeled turns are offered and a turn answers from it; the Evaluation tab scores the
+    session's corpus (preselected) and its A vs B links carry the corpus (issue 11); then back to the shipped cards.
+    (One page for what were two tests, each of which opened a page and picked tinybeir.)"""
     pick(page, "tinybeir")
     wait_ready(page, "tinybeir")
     tab(page, "Inspector")
@@ -289,16 +308,7 @@ def test_open_a_beir_folder_from_the_picker_offers_its_turns_then_back_to_shippe
     expect()(page.locator("#hybrid-path .turn")).to_contain_text("what lowers cholesterol")
     assert page.locator("#list-bm25 [data-chunk]").first.get_attribute("data-chunk") == "tb-statin#0"
 
-    pick(page, "shipped")
-    expect()(page.locator("#active-corpus")).to_contain_text("shipped")
-    lists = run_turn(page, "GlucoSense GS-40 error E-07")
-    mini_ids = {json.loads(line)["id"] for line in MINI.read_text(encoding="utf-8").splitlines() if line.strip()}
-    assert lists["bm25"] and all(i.split("#")[0] in mini_ids for i in lists["bm25"])
-
-
-def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page):
-    pick(page, "tinybeir")  # indexed by an earlier test (ready at once), or here in seconds
-    expect()(page.locator("#active-corpus")).to_contain_text("tinybeir", timeout=300_000)
+    # the Evaluation tab scores the session's corpus and its A vs B links carry it
     tab(page, "Evaluation")
     expect()(page.locator("#eval-source input")).to_have_value(re.compile(r"^tinybeir: live run"))
     expect()(page.locator("#ab-corpus input")).to_have_value(re.compile(r"^tinybeir "))
@@ -325,6 +335,12 @@ def test_evaluation_tab_scores_the_session_corpus_and_a_vs_b_links_carry_it(page
     assert hrefs and all("corpus=tinybeir" in h for h in hrefs), hrefs
     assert "exercise for hypertension" in links.all_text_contents()
 
+    pick(page, "shipped")
+    expect()(page.locator("#active-corpus")).to_contain_text("shipped")
+    lists = run_turn(page, "GlucoSense GS-40 error E-07")
+    mini_ids = {json.loads(line)["id"] for line in MINI.read_text(encoding="utf-8").splitlines() if line.strip()}
+    assert lists["bm25"] and all(i.split("#")[0] in mini_ids for i in lists["bm25"])
+
 
 def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser, server):
     """A share link's corpus= opens that corpus for the new session (a labeled turn gets its relevance marks in
@@ -349,6 +365,7 @@ def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser
         tab(pg, "Data")
         expect()(pg.locator("#active-corpus")).to_contain_text("tinybeir")
         assert pg.outside == [] and pg.dialogs == []
+        pg.close()  # done with: its renderer is not kept busy beside the next page
 
         bad = open_page(context, server.url + "?" + urlencode({"q": "water", "corpus": "/etc/passwd"}))
         expect()(bad.locator("#link-message")).to_contain_text("no corpus named '/etc/passwd'")
@@ -363,7 +380,7 @@ def test_a_link_reopens_its_corpus_in_compare_mode_and_a_path_is_refused(browser
 
 
 @pytest.mark.skipif(not SCIFACT.is_dir(), reason=f"BEIR SciFact is not at {SCIFACT}")
-def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_resumes(page):
+def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_resumes(page, server):
     """The real SciFact (5,183 abstracts, 23,341 sub-chunks) from the picker: the bar counts real sub-chunks, Cancel
     keeps the session on its corpus, and opening it again resumes from what the store holds. (Indexing all of it
     takes ~11 min here: `python -m retrieval bench --corpus ../shared/eval/scifact` measures that.)"""
@@ -371,55 +388,41 @@ def test_real_scifact_opens_from_the_picker_indexes_with_progress_cancels_and_re
     pick(page, "scifact")
     expect()(page.locator("#index-progress")).to_contain_text("scifact: indexing", timeout=120_000)
     expect()(page.locator("#index-progress")).to_contain_text("/23,341 sub-chunks embedded")
-    page.wait_for_function("() => +document.querySelector('#index-progress progress').value >= 150", timeout=300_000)
+    # cancelled at the first progress the page shows (it waited for 150 sub-chunks: ~10 more embedding steps of
+    # the app's CPU; the app's log below tells a resume from a restart, whatever the count)
+    expect()(bar).to_have_attribute("value", re.compile(r"^[1-9][0-9]*$"), timeout=300_000)
+    seen = int(bar.get_attribute("value"))
     page.locator("#index-cancel").click()
     # "Cancelling scifact" shows until the worker stops; a worker that stops within one poll goes straight to the end
     expect()(page.locator("#data-message")).to_contain_text(re.compile(r"Cancelling scifact|scifact cancelled at \d"))
     expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
     stored = int(bar.get_attribute("value"))
-    assert 150 <= stored < 23_341
+    assert 0 < seen <= stored < 23_341
     expect()(page.locator("#active-corpus")).to_contain_text("shipped")  # never switched to a half-built corpus
 
     pick(page, "scifact")  # resumes: the bar starts at what the store already holds, not at 0
     expect()(page.locator("#index-progress")).to_contain_text("scifact: indexing", timeout=120_000)
     first = page.wait_for_function(
-        "() => +document.querySelector('#index-progress progress').value || null", timeout=300_000
+        "() => +document.querySelector('#index-progress progress').value || null", polling=100, timeout=300_000
     ).json_value()
     assert first >= stored, f"indexing restarted at {first} instead of resuming from the {stored} stored sub-chunks"
+    # ... and the build kept the stored vectors: a restart shows 16, 32, ... as well, which a small stored count
+    # would not tell from a resume
+    resumed = rf"holds {stored} vectors but the corpus has 23341 sub-chunks \(a half-written build\); resuming"
+    assert re.search(resumed, server.log_path.read_text(errors="replace")), server.log_tail()
     page.locator("#index-cancel").click()
     expect()(page.locator("#index-progress")).to_contain_text("cancelled", timeout=120_000)
     expect()(page.locator("#active-corpus")).to_contain_text("shipped")
 
 
-def test_two_sessions_keep_their_own_corpus(browser, server, files):
-    ctx_a, a = new_page(browser, server)
-    ctx_b, b = new_page(browser, server)
-    try:
-        pick(a, "own-cards")  # indexed by the first test: ready at once
-        message = a.locator("#data-message")
-        expect()(message).to_contain_text("own-cards")  # opened, being indexed, or not found
-        if re.search(r"Active corpus: own-cards|Indexing own-cards", message.inner_text()) is None:
-            upload(a, files["fixed"])  # the first test did not index it: this session does (four cards, seconds)
-            wait_ready(a, "own-cards")
-        expect()(a.locator("#active-corpus")).to_contain_text("own-cards")
-        lists_b = run_turn(b, TURN)  # session B never switched: the shipped (here: mini) corpus
-        lists_a = run_turn(a, TURN)
-        assert lists_a["bm25"] and all(i.startswith("own-") for i in lists_a["bm25"])
-        assert lists_b["dense"] and not any(i.startswith("own-") for i in lists_b["dense"])
-        tab(b, "Data")
-        expect()(b.locator("#active-corpus")).to_contain_text("shipped")
-    finally:
-        ctx_a.close()
-        ctx_b.close()
-
-
 def test_delete_a_corpus_and_its_store_then_screenshot(browser, server, page, files, tmp_path):
-    other, other_page = new_page(browser, server)  # another session uploads team-kb (run alone, nothing else did)
-    try:
-        upload(other_page, files["csv"])
-        expect()(other_page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
-    finally:
-        other.close()
+    if "team-kb" not in UPLOADED:  # another session uploads team-kb (run alone: no earlier test's session did)
+        other, other_page = new_page(browser, server)
+        try:
+            upload(other_page, files["csv"])
+            expect()(other_page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
+        finally:
+            other.close()
     upload(page, files["csv"])  # uploaded by another session: the same content is reused and ready at once
     expect()(page.locator("#active-corpus")).to_contain_text("team-kb", timeout=300_000)
     page.locator("#corpus-delete").click()  # not this session's upload (issue 19, defect 2): refused
