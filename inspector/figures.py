@@ -33,7 +33,7 @@ def plot_text(value: object) -> str:
     Plotly draws a subset of HTML in labels (``<a href>``, ``<span style>``, ``<b>``, ``<br>`` ...) and decodes only
     ``&amp; &lt; &gt;``, a few named entities and numeric ones: ``&quot;`` would show literally. So escape ``&``,
     ``<`` and ``>``, nothing else. Never put user text in a ``hovertemplate`` itself (``%{...}`` is substituted):
-    pass it through ``customdata`` or the trace name.
+    pass it through ``customdata``, the trace's ``meta`` or its name.
     """
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -247,9 +247,12 @@ def k_sensitivity(result: RetrievalResult, chunks: Mapping[str, Chunk], top_n: i
                 line_shape="hv",
                 name=plot_text(cid) + (" ★" if both else ""),
                 line=dict(color=colors.get(parent, NEUTRAL), width=4 if both else 2),
-                customdata=[[plot_text(cid), plot_text(_label(chunks, cid, 60))]] * len(ys),
-                meta=dict(consensus=both, chunk_id=cid),
-                hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>k=%{x}: rank %{y}<extra></extra>",
+                # the line's card in its meta, once: 200 copies of its id and title per line (customdata) made this
+                # chart's JSON 122 KB, all of it parsed and copied by the page at each turn
+                meta=dict(
+                    consensus=both, chunk_id=cid, card=f"{plot_text(cid)}<br>{plot_text(_label(chunks, cid, 60))}"
+                ),
+                hovertemplate="%{meta.card}<br>k=%{x}: rank %{y}<extra></extra>",
             )
         )
     k = int(result.settings.get("rrf_k", 60))

@@ -175,8 +175,8 @@ STYLED = '<span style="font-size:60px">big</span>'
 
 
 def _all_text(fig: go.Figure) -> str:
-    """Every string of the figure as the browser receives it (its JSON), one per line; ``meta`` is data plotly
-    never draws (no template here refers to it)."""
+    """Every string of the figure as the browser receives it (its JSON), one per line; of a trace's ``meta``, only
+    its ``card``, which a hover template draws (``%{meta.card}``): the rest is data plotly never draws."""
 
     def walk(node):
         if isinstance(node, str):
@@ -185,6 +185,8 @@ def _all_text(fig: go.Figure) -> str:
             for key, value in node.items():
                 if key != "meta":
                     yield from walk(value)
+                elif isinstance(value, dict) and "card" in value:
+                    yield from walk(value["card"])
         elif isinstance(node, list):
             for value in node:
                 yield from walk(value)
