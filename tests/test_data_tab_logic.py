@@ -9,10 +9,31 @@ from __future__ import annotations
 
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import MINI_CARDS, PATIENT
+
+
+def write_csv(path: Path) -> Path:
+    """A team's knowledge base as CSV (three rows, ids kb-1..kb-3), the file the Data tab's browser test uploads."""
+    path.write_text(
+        "ID,Title,Text\nkb-1,Refill reminder,Order the refill a week before the last strip.\n"
+        "kb-2,Pharmacy hours,The pharmacy closes at eight on weekdays.\nkb-3,Pill cutter,Use a pill cutter for "
+        "scored tablets only.\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def write_zip(path: Path) -> Path:
+    """A .zip of three Markdown notes (one without a heading), the file the Data tab's browser test uploads."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("notes/sharps.md", "# Sharps disposal\n\nPut used needles in a rigid sharps container.\n")
+        zf.writestr("notes/sick-days.md", "# Sick day rules\n\nKeep drinking fluids when you are ill.\n")
+        zf.writestr("notes/logbook.md", "Write each glucose reading in the logbook.\n")
+    return path
 
 
 def chunk_ids(html: str) -> list[str]:
@@ -54,24 +75,12 @@ def add_and_index(path, settings) -> str:
 def test_a_turn_on_an_uploaded_csv_then_on_a_zip_of_markdown_answers_from_each(data_tab, tmp_path):
     from inspector import handlers
 
-    csv = tmp_path / "team-kb.csv"
-    csv.write_text(
-        "ID,Title,Text\nkb-1,Refill reminder,Order the refill a week before the last strip.\n"
-        "kb-2,Pharmacy hours,The pharmacy closes at eight on weekdays.\nkb-3,Pill cutter,Use a pill cutter for "
-        "scored tablets only.\n",
-        encoding="utf-8",
-    )
-    name = add_and_index(csv, data_tab)
+    name = add_and_index(write_csv(tmp_path / "team-kb.csv"), data_tab)
     assert name == "team-kb"
     dense = chunk_ids(handlers.run_turn("when does the pharmacy close", corpus=name).dense)
     assert dense and all(i.startswith("kb-") for i in dense), dense
 
-    notes = tmp_path / "notes.zip"
-    with zipfile.ZipFile(notes, "w") as zf:
-        zf.writestr("notes/sharps.md", "# Sharps disposal\n\nPut used needles in a rigid sharps container.\n")
-        zf.writestr("notes/sick-days.md", "# Sick day rules\n\nKeep drinking fluids when you are ill.\n")
-        zf.writestr("notes/logbook.md", "Write each glucose reading in the logbook.\n")
-    name = add_and_index(notes, data_tab)
+    name = add_and_index(write_zip(tmp_path / "notes.zip"), data_tab)
     assert name == "notes"
     reranked = chunk_ids(handlers.run_turn("where do used needles go", corpus=name).reranked)
     assert reranked and reranked[0] == "notes/sharps#0", reranked

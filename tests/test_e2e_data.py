@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests.app_server import MINI, ROOT, AppServer, prebuilt_store
+from tests.test_data_tab_logic import write_csv, write_zip
 from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, _unavailable, open_page
 
 OWN = [
@@ -57,18 +57,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
     fixed.mkdir()
     out["fixed"] = fixed / "own cards.jsonl"
     out["fixed"].write_text(good, encoding="utf-8")
-    out["csv"] = d / "team-kb.csv"
-    out["csv"].write_text(
-        "ID,Title,Text\nkb-1,Refill reminder,Order the refill a week before the last strip.\n"
-        "kb-2,Pharmacy hours,The pharmacy closes at eight on weekdays.\nkb-3,Pill cutter,Use a pill cutter for "
-        "scored tablets only.\n",
-        encoding="utf-8",
-    )
-    out["zip"] = d / "notes.zip"
-    with zipfile.ZipFile(out["zip"], "w") as zf:
-        zf.writestr("notes/sharps.md", "# Sharps disposal\n\nPut used needles in a rigid sharps container.\n")
-        zf.writestr("notes/sick-days.md", "# Sick day rules\n\nKeep drinking fluids when you are ill.\n")
-        zf.writestr("notes/logbook.md", "Write each glucose reading in the logbook.\n")
+    out["csv"] = write_csv(d / "team-kb.csv")  # the same files the unit test below the page adds
+    out["zip"] = write_zip(d / "notes.zip")
     return out
 
 
