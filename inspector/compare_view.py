@@ -173,7 +173,6 @@ def wire_load(
             p["panel"],
             p["link_message"],
             p["pending_doc"],
-            p["base"],
             corpus,
             p["preset"],
         ],

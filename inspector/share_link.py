@@ -54,21 +54,19 @@ def share_link(
 
 
 def restore(request: gr.Request) -> list[Any]:
-    """Page load: the link's state into the widgets (turn, A, compare, B, the session's corpus), problems into the
-    message area.
+    """A page opened with a query string: the link's state into the widgets (turn, A, compare, B, the session's
+    corpus), problems into the message area (the page's base address is ``page_base``'s, on every page).
 
     Returns, in order: the turn, A's controls, compare on/off, B's controls, the panel's visibility, the
-    message, the document to explain, the page's base address (for links), the session's corpus and B's preset."""
-    headers = dict(request.headers or {}) if request is not None else {}
-    referer = headers.get("referer") or ""
+    message, the document to explain, the session's corpus and B's preset."""
+    referer = (dict(request.headers or {}) if request is not None else {}).get("referer") or ""
     if "?" in referer:
         params = state.parse_query_string(urlsplit(referer).query)
     else:
         params = list(dict(request.query_params or {}).items()) if request is not None else []
     params = [(k, v) for k, v in params if not k.startswith("__")]  # gradio's own (e.g. __theme)
-    base = _base(headers)
     if not params:
-        return [gr.skip()] * (2 + 2 * len(CONTROLS)) + [gr.skip(), "", None, base, gr.skip(), gr.skip()]
+        return [gr.skip()] * (2 + 2 * len(CONTROLS)) + [gr.skip(), "", None, gr.skip(), gr.skip()]
     allowed = {"embedding_model": handlers.model_choices()}
     page, problems = state.decode(params, handlers.default_controls(), allowed)
     corpus, problem = link_corpus(page.corpus)
@@ -82,7 +80,6 @@ def restore(request: gr.Request) -> list[Any]:
         gr.Column(visible=page.compare),
         message,
         page.doc,
-        base,
         corpus,
         page.preset,
     ]

@@ -207,4 +207,4 @@ def test_a_link_keeps_b_s_preset_and_reopening_selects_it(ui):
     n = len(CONTROLS)
     assert restored[0] == TURN and restored[1 + n] is True and restored[-1] == "ADR recipe"
     assert dict(zip(CONTROLS, restored[2 + n : 2 + 2 * n], strict=False)) == b
-    assert restored[-5] == ""  # no problem to report
+    assert restored[-4] == ""  # no problem to report
