@@ -15,6 +15,7 @@ from inspector import handlers
 from inspector.compare_callbacks import apply_preset, refresh, tick
 from inspector.compare_render import CSS, compare_message
 from inspector.share_link import COPY_JS, page_base, restore
+from inspector.turn_end import TurnEnd
 from retrieval.compare import PRESETS
 from retrieval.settings import CONTROLS
 
@@ -110,7 +111,7 @@ def wire(
     query: Any,
     controls: dict[str, Any],
     outputs: dict[str, Any],
-    turn_events: list[Any],
+    end: TurnEnd,
     corpus: Any,
 ) -> None:
     """Compare and link events. Every turn event (Run, Enter, an example, an A control) is followed by a refresh:
@@ -118,8 +119,7 @@ def wire(
     control or a preset re-runs only B, a tick only the marks; the link follows every change."""
     common = refresh_event(p, query, controls, outputs, corpus)
     again = dict(common, trigger_mode="always_last")
-    for event in turn_events:  # after the turn: its last_turn and export are the ones refresh stamps (the newest
-        event.then(**again)  # turn's: a refresh after a newer turn waits for one still running, never dropped)
+    end.follow(refresh, common["inputs"], common["outputs"])  # in the turn's own last event, on its new last_turn
     for name, component in p["b"].items():
         if name == "embedding_model":
             component.input(

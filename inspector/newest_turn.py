@@ -114,15 +114,18 @@ def stamp_seq(step: tuple[Any, ...], seq: float) -> tuple[Any, ...]:
     return (*step[:i], stamped, *step[i + 1 :])
 
 
-def newest_details(details: Any) -> Any:
-    """``turn_details`` as the page event after a streamed turn: it fills the page below the columns only if its
-    turn is still its session's newest when it starts and when it is drawn (an older turn's stream that ended after
-    a newer action arrived, or details still being drawn when it arrived, would otherwise put their charts and
-    export under the newer turn's columns)."""
+def newest_details(details: Any, key_inputs: int | None = None, outputs: int = len(DETAILS)) -> Any:
+    """``turn_details`` (or the event that ends a turn and starts with it, ``turn_end.TurnEnd``) as the page event
+    after a streamed turn: it fills the page below the columns only if its turn is still its session's newest when
+    it starts and when it is drawn (an older turn's stream that ended after a newer action arrived, or details still
+    being drawn when it arrived, would otherwise put their charts and export under the newer turn's columns).
+    ``key_inputs``: how many of the first inputs are ``turn_details``' own (all by default); ``outputs``: how many
+    outputs the event has."""
 
     def event(request: gr.Request, *values: Any) -> tuple[Any, ...]:
         session = getattr(request, "session_hash", None)
-        key = _turn_key(values, explained=True)
+        key = _turn_key(values[:key_inputs] if key_inputs is not None else values, explained=True)
+        skipped = tuple(gr.skip() for _ in range(outputs))
 
         def older() -> bool:
             with _NEWEST_LOCK:
@@ -130,12 +133,12 @@ def newest_details(details: Any) -> Any:
             return newest is not None and newest != key
 
         if older():
-            return tuple(gr.skip() for _ in DETAILS)
+            return skipped
         drawn = details(*values)
         # a newer action reached the server while they were drawn: they would land under its columns
-        return tuple(gr.skip() for _ in DETAILS) if older() else drawn
+        return skipped if older() else drawn
 
-    event.__name__ = details.__name__
+    event.__name__ = getattr(details, "__name__", "turn_end")
     return event
 
 

@@ -29,6 +29,7 @@ from inspector import (
     presenter,
     render,
     share_link,
+    turn_end,
     uploads,
     why_view,
 )
@@ -170,8 +171,8 @@ def build_inspector_tab(
     _details(outputs)
     if turn_exercise is not None:  # the classroom's button, below the context and the export (exercise_tab wires it)
         turn_exercise.place(outputs["last_turn"])
-    turn_events = _wire(query, run, examples, controls, outputs, corpus, tour)
-    compare_view.wire(panel, query, controls, outputs, turn_events, corpus)
+    end = _wire(query, run, examples, controls, outputs, corpus, tour)
+    compare_view.wire(panel, query, controls, outputs, end, corpus)
     presenter.wire(tour, present)
     if corpus is not None:
         # One read of the corpus's words for everything that speaks them (the banner too, when the page has one).
@@ -184,7 +185,8 @@ def build_inspector_tab(
         )
 
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
-        apply_tune = why_view.attach(query, controls, panel, outputs, turn_events, corpus, owner)  # + judgments
+        apply_tune = why_view.attach(query, controls, panel, outputs, end, corpus, owner)  # + judgments
+    end.wire(handlers.newest_details, **TURN_QUEUE)  # one event after each turn: details, compare, link, judgments
 
     def finish(app: gr.Blocks, search: gr.Textbox) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus, search)
@@ -379,22 +381,6 @@ TURN_QUEUE: dict[str, Any] = dict(
 )
 
 
-def _details_event(inputs: list[Any], o: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of a turn's second event (everything below the columns, ``handlers.turn_details``).
-
-    Its trigger_mode is "always_last", never Gradio's default "once", which dropped a newer turn's details while an
-    older turn's were still being drawn (a Run made within seconds of the previous one left that turn's charts,
-    context and export under the newer columns, tests/test_e2e_race.py). Deferred, they run once the older ones
-    end, on the page's values of then: the newest turn's."""
-    return dict(
-        fn=handlers.newest_details(handlers.turn_details),
-        inputs=inputs,
-        outputs=[o[name] for name in handlers.DETAILS],
-        trigger_mode="always_last",
-        **TURN_QUEUE,
-    )
-
-
 def _wire(
     query: gr.Textbox,
     run: gr.Button,
@@ -403,9 +389,9 @@ def _wire(
     o: dict[str, Any],
     corpus: gr.Textbox | None = None,
     tour: dict[str, Any] | None = None,
-) -> list[Any]:
-    """Wire the turn events; returns the events that end a turn (its details), after each of which compare mode
-    and the share link refresh.
+) -> turn_end.TurnEnd:
+    """Wire the turn events; returns the event that ends each turn (its details, ``turn_end.TurnEnd``), which compare
+    mode, the share link and the judgments follow (``follow``); ``wire`` it once they have.
 
     The newest action wins on the server alone (``handlers.newest_only``), by the page's count of actions each turn
     event carries: no Gradio ``cancels``. The page's cancel is asynchronous: it awaits one POST /cancel per running
@@ -414,7 +400,8 @@ def _wire(
     with Hybrid unticked, about 1 time in 8); and an event not yet given its id by the server was answered 422.
 
     A turn is two events: the badge and the four columns, streamed (``handlers.stream_turn``), then everything
-    below them (``handlers.turn_details``, from the cache). The ``run_turn`` API gives all of it in one call."""
+    below them (``handlers.turn_details``, from the cache, and the followers). The ``run_turn`` API gives the turn
+    in one call."""
     inputs = [query, *controls.values()]
     tail = [corpus] if corpus is not None else []
     # preprocess=False: every input is plain text, a number or a bool, and each control is typed by its Knob in
@@ -439,14 +426,14 @@ def _wire(
 
     turn = streamed(handlers.stream_turn, [*inputs, *tail], explained=False)
     rerun = streamed(handlers.stream_rerun, [*inputs, o["explain_doc"], *tail], explained=True)
-    details = _details_event([*inputs, o["explain_doc"], *tail], o)
-    events: list[Any] = []
+    end = turn_end.TurnEnd(handlers.turn_details, [*inputs, o["explain_doc"], *tail], [o[n] for n in handlers.DETAILS])
+    events = end.follows
 
     def newest(trigger: Any, kw: dict[str, Any]) -> None:
-        events.append(trigger(**kw).success(**details))
+        events.append(trigger(**kw))
 
     def then_turn(event: Any) -> None:  # an event that fills the turn box, then the turn
-        events.append(event.then(**turn).success(**details))
+        events.append(event.then(**turn))
 
     # The API: the whole turn in one call (a hidden button: the page's Run streams, below)
     api = gr.Button(visible=False, elem_id="run-turn-api")
@@ -482,13 +469,13 @@ def _wire(
                 controls["rrf_k"],
                 api_visibility="private",
             )
-            events.append(nudged.then(**rerun).success(**details))
+            events.append(nudged.then(**rerun))
     for name, component in controls.items():
         if name == "embedding_model":  # its threshold is preselected first, then the turn re-runs
             changed = component.input(
                 handlers.on_model_change, inputs=component, outputs=controls["min_similarity"], api_visibility="private"
             )
-            events.append(changed.then(**rerun).success(**details))
+            events.append(changed.then(**rerun))
         elif isinstance(component, gr.Slider):
             newest(component.release, rerun)  # on release: dragging stays smooth
         elif isinstance(component, gr.Number):
@@ -497,4 +484,4 @@ def _wire(
         else:
             newest(component.input, rerun)
     o["explain_doc"].input(handlers.explain, [o["last_turn"], o["explain_doc"]], o["explain"], api_visibility="private")
-    return events
+    return end

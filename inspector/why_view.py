@@ -27,6 +27,7 @@ import gradio as gr
 from inspector import handlers, jobs, judge_view
 from inspector.html_text import esc
 from inspector.render import render_message
+from inspector.turn_end import TurnEnd
 from retrieval.corpus_entries import SHIPPED
 from retrieval.judgments import GRADES, turn_key
 from retrieval.query import QueryError
@@ -250,7 +251,7 @@ def attach(
     controls: dict[str, Any],
     panel: dict[str, Any],
     outputs: dict[str, Any],
-    turn_events: Sequence[Any],
+    end: TurnEnd,
     corpus: Any,
     owner: Any = None,
 ):
@@ -313,8 +314,7 @@ def attach(
             preprocess=False,  # a refill that
             **private,
         ).then(**refill)  # saw the box's pick, whenever the turn's own refill lands
-    for event in turn_events:  # the newest turn's refill waits for an older one still running, never dropped
-        event.then(**refill, trigger_mode="always_last")
+    end.follow(judged_view_for, refill["inputs"], refill["outputs"])  # in the turn's own last event
     save.click(judge_view.save, [query, judge, grade, corpus_box, owner], [judged, owner], **private)
     undo.click(judge_view.undo, [query, corpus_box, owner], judged, **private)
 

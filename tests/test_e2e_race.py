@@ -208,10 +208,11 @@ def test_no_page_event_cancels_a_turn_event():
     and so cancelled the very re-run its trigger had submitted meanwhile; an event not yet given its id was answered
     422). Every streamed turn event runs each time (``trigger_mode`` "multiple": "once" dropped a Run made while a
     turn was running, "always_last" deferred a re-run past a newer Run) and carries the page's count of actions as
-    its last input, stamped by ``ui.turn_seq_js``: the server decides which action is the newest. The details after
-    each, and what follows them (the link's refresh, the judgments' refill), wait for an older one still running
-    ("always_last"): "once" dropped the newer turn's, leaving the older turn's charts, context, export and link
-    under the newer columns."""
+    its last input, stamped by ``ui.turn_seq_js``: the server decides which action is the newest. The one event
+    after each (the details, the link's refresh and the judgments' refill: ``inspector.turn_end``) waits for an
+    older one still running ("always_last"): "once" dropped the newer turn's, leaving the older turn's charts,
+    context, export and link under the newer columns. Nothing else follows it (each event more is a copy of the
+    page's outputs in the browser at each of its status changes)."""
     from inspector.ui import build_app, turn_seq_js
 
     config = build_app().get_config_file()
@@ -227,8 +228,11 @@ def test_no_page_event_cancels_a_turn_event():
     assert [d["id"] for d in streamed if d["trigger_mode"] != "multiple"] == []
     details = [d for d in deps if d["trigger_after"] in {s["id"] for s in streamed}]
     after = [d for d in deps if d["trigger_after"] in {s["id"] for s in details}]
-    assert len(details) == len(streamed) and len(after) >= len(details)
-    assert [d["id"] for d in details + after if d["trigger_mode"] != "always_last"] == []
+    assert len(details) == len(streamed) and after == []
+    assert [d["id"] for d in details if d["trigger_mode"] != "always_last"] == []
+    last = ("context", "share-link", "judgments")  # the details', the refresh's and the refill's
+    ends = {c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") in last}
+    assert len(ends) == 3 and all(ends <= set(d["outputs"]) for d in details)
 
 
 # ------------------------------------------------------------------------- the controls agree with the results
