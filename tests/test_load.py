@@ -300,7 +300,12 @@ def _client(url: str, downloads: Path):
     from gradio_client import Client
 
     downloads.mkdir(parents=True, exist_ok=True)
-    return Client(url, verbose=False, download_files=str(downloads), analytics_enabled=False)
+    # 120 s per request, not the client's 20: twenty sessions at once on a machine the rest of the suite also keeps
+    # busy answered some POSTs after more than 20 s (ReadTimeout, 2026-12-04); this test is about the answers, the
+    # times are the bench's
+    return Client(
+        url, verbose=False, download_files=str(downloads), analytics_enabled=False, httpx_kwargs={"timeout": 120}
+    )
 
 
 def _predict(client, job: Job) -> Any:
