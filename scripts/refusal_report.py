@@ -90,8 +90,8 @@ OPEN = (  # name, cards, labeled turns: the open-domain corpora of --open
 )
 ANSWERABLE = ("queries.jsonl:answerable", "paraphrase", "consumer", "crosslang")
 # held-out answerable turns an open corpus may have beside its queries.jsonl (issue 32: medqa's consumer questions,
-# written after the rule, never used to choose anything): reported in their own row
-EXTRA = "consumer_extra.jsonl"
+# written after the rule, never used to choose anything): each file reported in its own row
+EXTRAS = ("consumer_extra.jsonl", "consumer_short.jsonl")
 
 
 def turns_of(spec: str, folder: Path) -> list[str]:
@@ -283,8 +283,12 @@ def open_corpus(
     queries = list(load_queries(queries_path))
     answerable = [q.text for q in queries if q.relevant]
     no_match = [q.text for q in queries if not q.relevant]
-    extra_path = queries_path.parent / EXTRA
-    extra = [q.text for q in load_queries(extra_path)] if extra_path.exists() else []
+    extras = {
+        f.removesuffix(".jsonl"): [q.text for q in load_queries(queries_path.parent / f)]
+        for f in EXTRAS
+        if (queries_path.parent / f).exists()
+    }
+    extra = [t for texts in extras.values() for t in texts]
     key = key_of(calibration.fingerprint(chunks), s.embedding_model, s.reranker_model, s.reranker_max_input)
     cache = Path(args.cache) / f"{name}-v3-{key}.pkl"  # v3: the pool's turns the corpus answers left out (covered)
     ev = collect(
@@ -301,7 +305,7 @@ def open_corpus(
     rows = []
     for label, texts, kind in (
         (f"{name} questions", answerable, "answerable (refused = false refusal)"),
-        (f"{name} {EXTRA.removesuffix('.jsonl')}", extra, "answerable (refused = false refusal)"),
+        *((f"{name} {stem}", texts, "answerable (refused = false refusal)") for stem, texts in extras.items()),
         (f"{name} no_match", no_match, "refuse"),
     ):
         if not texts:

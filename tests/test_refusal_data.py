@@ -46,7 +46,7 @@ def all_turn_files() -> list[Path]:
     files = [CORPUS / f"{stem}_{split}.jsonl" for stem in SPLIT_SETS for split in ("dev", "test")]
     files.append(CORPUS / "ood_pool.jsonl")
     files += [CORPUS / "eval" / name / "queries.jsonl" for name in EVAL_CORPORA]
-    files.append(CORPUS / "eval" / "medqa" / "consumer_extra.jsonl")
+    files += [CORPUS / "eval" / "medqa" / f"consumer_{kind}.jsonl" for kind in ("extra", "short")]
     return files
 
 
@@ -165,6 +165,13 @@ def test_medqa_held_out_consumer_questions():
         assert row["lang"] == "en" and row["category"] == "semantic" and row["kind"] == "layperson", row["id"]
         assert list(row["relevant"].values()) == [2] and set(row["relevant"]) <= ids, row["id"]
     assert len({next(iter(r["relevant"])) for r in extra}) >= 40  # spread over the cards, not a few of them
+    # and short search-box questions ("what is X used for", "X side effects"): the form of the out-of-domain pool's
+    # medication turns, which on a medicine corpus are its own domain
+    short = rows(folder / "consumer_short.jsonl")
+    assert len(load_queries(folder / "consumer_short.jsonl")) == len(short) == 20
+    for row in short:
+        check_turn(row, f"eval/medqa/consumer_short.jsonl {row['id']}")
+        assert row["kind"] == "search_box" and list(row["relevant"].values()) == [2] and set(row["relevant"]) <= ids
 
 
 def test_ids_and_texts_are_unique_across_every_file():
