@@ -168,7 +168,7 @@ def test_medqa_held_out_consumer_questions():
     # and short search-box questions ("what is X used for", "X side effects"): the form of the out-of-domain pool's
     # medication turns, which on a medicine corpus are its own domain
     short = rows(folder / "consumer_short.jsonl")
-    assert len(load_queries(folder / "consumer_short.jsonl")) == len(short) == 20
+    assert len(load_queries(folder / "consumer_short.jsonl")) == len(short) == 19
     for row in short:
         check_turn(row, f"eval/medqa/consumer_short.jsonl {row['id']}")
         assert row["kind"] == "search_box" and list(row["relevant"].values()) == [2] and set(row["relevant"]) <= ids
