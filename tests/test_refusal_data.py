@@ -46,6 +46,7 @@ def all_turn_files() -> list[Path]:
     files = [CORPUS / f"{stem}_{split}.jsonl" for stem in SPLIT_SETS for split in ("dev", "test")]
     files.append(CORPUS / "ood_pool.jsonl")
     files += [CORPUS / "eval" / name / "queries.jsonl" for name in EVAL_CORPORA]
+    files += [CORPUS / "eval" / "medqa" / f"consumer_{kind}.jsonl" for kind in ("extra", "short")]
     return files
 
 
@@ -149,6 +150,28 @@ def test_eval_corpora_load_with_the_project_loader(name):
     assert sum(r["category"] != "no_match" for r in turns) >= answerable_at_least
     assert sum(r["category"] == "no_match" for r in turns) >= no_match_at_least
     assert (folder / "README.md").is_file()
+
+
+def test_medqa_held_out_consumer_questions():
+    """Issue 32: consumer questions about medqa's cards written after the rule (misspellings, brand names no card
+    uses, "is it ok if", "my mom takes"), each labeled with the one card that answers it, never tuned on:
+    scripts/refusal_report.py --open reports them in their own row."""
+    folder = CORPUS / "eval" / "medqa"
+    ids = {c.id for c in load_cards(folder / "cards.jsonl")}
+    extra = rows(folder / "consumer_extra.jsonl")
+    assert len(load_queries(folder / "consumer_extra.jsonl")) == len(extra) and 30 <= len(extra) <= 50
+    for row in extra:
+        check_turn(row, f"eval/medqa/consumer_extra.jsonl {row['id']}")
+        assert row["lang"] == "en" and row["category"] == "semantic" and row["kind"] == "layperson", row["id"]
+        assert list(row["relevant"].values()) == [2] and set(row["relevant"]) <= ids, row["id"]
+    assert len({next(iter(r["relevant"])) for r in extra}) >= 40  # spread over the cards, not a few of them
+    # and short search-box questions ("what is X used for", "X side effects"): the form of the out-of-domain pool's
+    # medication turns, which on a medicine corpus are its own domain
+    short = rows(folder / "consumer_short.jsonl")
+    assert len(load_queries(folder / "consumer_short.jsonl")) == len(short) == 19
+    for row in short:
+        check_turn(row, f"eval/medqa/consumer_short.jsonl {row['id']}")
+        assert row["kind"] == "search_box" and list(row["relevant"].values()) == [2] and set(row["relevant"]) <= ids
 
 
 def test_ids_and_texts_are_unique_across_every_file():
