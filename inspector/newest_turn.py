@@ -138,7 +138,7 @@ def newest_details(details: Any, key_inputs: int | None = None, outputs: int = l
         # a newer action reached the server while they were drawn: they would land under its columns
         return skipped if older() else drawn
 
-    event.__name__ = getattr(details, "__name__", "turn_end")
+    event.__name__ = details.__name__
     return event
 
 

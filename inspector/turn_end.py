@@ -10,66 +10,58 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
+
+from inspector import newest_turn
 
 log = logging.getLogger(__name__)
 
 
 def _is_skip(value: Any) -> bool:
-    return isinstance(value, dict) and value == {"__type__": "update"}  # gr.skip(): the output stays as it is
+    return value == {"__type__": "update"}  # gr.skip(): the output stays as it is
 
 
 def _page_value(value: Any, current: Any) -> Any:
     """What the page holds once ``value`` (an event's output) is drawn over ``current``, as the next event reads it:
     an update or a component made in the event (``gr.Dropdown(choices=..., value=...)``) sets the value it names."""
     if isinstance(value, gr.blocks.Block):
-        changes = value.constructor_args
-    elif isinstance(value, SimpleNamespace) and getattr(value, "_is_component_update", False):
-        changes = vars(value)
-    elif isinstance(value, dict) and value.get("__type__") == "update":
-        changes = value
-    else:
-        return value
-    return changes.get("value", current)
+        return value.constructor_args.get("value", current)
+    if isinstance(value, dict) and value.get("__type__") == "update":
+        return value.get("value", current)
+    return value
 
 
 class TurnEnd:
-    """The event after each streamed turn (``follows``: the streamed events): the turn's details (``details``, with
-    ``details_inputs`` and ``details_outputs``), then each follower added with ``follow`` in that order.
+    """The event after each streamed turn (``follows``: the streamed events): the turn's details (``details``, on
+    ``inputs``, drawing ``outputs``), then each follower added with ``follow`` in that order.
 
     A follower reads the page as it is once the parts before it are drawn: an input that an earlier part outputs
     gets that part's new value (the refresh reads the new turn's ``last_turn``), and an output two parts share takes
     the later part's value unless it skips. A follower that raises leaves its outputs as they are (logged) and the
-    rest of the turn still lands. The whole event is skipped (``newest``) when its turn is no longer its session's
-    newest, as the details were: a newer turn's own end event draws it all."""
+    rest of the turn still lands. The whole event is skipped (``newest_turn.newest_details``) when its turn is no
+    longer its session's newest, as the details were: a newer turn's own end event draws it all."""
 
     def __init__(self, details: Callable[..., Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         self.follows: list[Any] = []
-        self._parts: list[tuple[Callable[..., Any], list[Any], list[Any]]] = [(details, list(inputs), list(outputs))]
+        self.inputs: list[Any] = []  # the event's: every part's, each component once, in the parts' order
+        self.outputs: list[Any] = []
+        self._parts: list[tuple[Callable[..., Any], list[Any], list[Any]]] = []
+        self.follow(details, inputs, outputs)
 
     def follow(self, fn: Callable[..., Any], inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         self._parts.append((fn, list(inputs), list(outputs)))
-
-    def _layout(self) -> tuple[list[Any], list[Any]]:
-        inputs: list[Any] = []
-        outputs: list[Any] = []
-        for _, part_inputs, part_outputs in self._parts:
-            inputs += [c for c in part_inputs if not any(c is i for i in inputs)]
-            outputs += [c for c in part_outputs if not any(c is o for o in outputs)]
-        return inputs, outputs
+        self.inputs += [c for c in inputs if not any(c is i for i in self.inputs)]
+        self.outputs += [c for c in outputs if not any(c is o for o in self.outputs)]
 
     def end_turn(self, *values: Any) -> tuple[Any, ...]:
-        """Every part in order, on the page's ``values`` (``_layout``'s inputs) as each part would see them."""
-        inputs, outputs = self._layout()
-        page = {id(c): v for c, v in zip(inputs, values)}
-        out: dict[int, Any] = {id(c): gr.skip() for c in outputs}
+        """Every part in order, on the page's ``values`` (one per ``inputs``) as each part would see them."""
+        page = {id(c): v for c, v in zip(self.inputs, values)}
+        out: dict[int, Any] = {id(c): gr.skip() for c in self.outputs}
         for number, (fn, part_inputs, part_outputs) in enumerate(self._parts):
-            args = [page[id(c)] for c in part_inputs]
             try:
-                drawn = fn(*args)
+                drawn = fn(*(page[id(c)] for c in part_inputs))
             except Exception:  # a follower's failure must not take the turn's details with it
                 if number == 0:
                     raise
@@ -77,20 +69,18 @@ class TurnEnd:
                 continue
             drawn = drawn if isinstance(drawn, (tuple, list)) else (drawn,)
             for component, value in zip(part_outputs, drawn):
-                if _is_skip(value) and not _is_skip(out[id(component)]):
-                    continue
-                out[id(component)] = value
                 if not _is_skip(value):
+                    out[id(component)] = value
                     page[id(component)] = _page_value(value, page.get(id(component)))
-        return tuple(out[id(c)] for c in outputs)
+        return tuple(out[id(c)] for c in self.outputs)
 
-    def wire(self, newest: Callable[..., Callable[..., Any]], **queue: Any) -> None:
-        """Wire the event after each of ``follows`` (``newest``: the newest-turn guard,
-        ``newest_turn.newest_details``, given how many inputs are the details' own and how many outputs the event
-        has). Its trigger_mode is "always_last", never Gradio's default "once", which dropped a newer turn's end
-        while an older turn's was still being drawn (tests/test_e2e_race.py); deferred, it runs once the older one
-        ends, on the page's values of then: the newest turn's."""
-        inputs, outputs = self._layout()
-        fn = newest(self.end_turn, key_inputs=len(self._parts[0][1]), outputs=len(outputs))
+    def wire(self, **queue: Any) -> None:
+        """Wire the event after each of ``follows``, behind the newest-turn guard (``newest_turn.newest_details``,
+        told how many inputs are the details' own). Its trigger_mode is "always_last", never Gradio's default
+        "once", which dropped a newer turn's end while an older turn's was still being drawn
+        (tests/test_e2e_race.py); deferred, it runs once the older one ends, on the page's values of then: the
+        newest turn's."""
+        details_inputs = len(self._parts[0][1])
+        fn = newest_turn.newest_details(self.end_turn, key_inputs=details_inputs, outputs=len(self.outputs))
         for event in self.follows:
-            event.success(fn=fn, inputs=inputs, outputs=outputs, trigger_mode="always_last", **queue)
+            event.success(fn=fn, inputs=self.inputs, outputs=self.outputs, trigger_mode="always_last", **queue)

@@ -186,7 +186,7 @@ def build_inspector_tab(
 
     with gr.Column(elem_id="why-area", elem_classes=["no-present"]):
         apply_tune = why_view.attach(query, controls, panel, outputs, end, corpus, owner)  # + judgments
-    end.wire(handlers.newest_details, **TURN_QUEUE)  # one event after each turn: details, compare, link, judgments
+    end.wire(**TURN_QUEUE)  # one event after each turn: details, compare, link, judgments
 
     def finish(app: gr.Blocks, search: gr.Textbox) -> None:
         compare_view.wire_load(app, panel, query, controls, outputs, corpus, search)
