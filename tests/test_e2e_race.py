@@ -184,10 +184,18 @@ def test_a_newer_run_is_never_overwritten_by_an_older_rerun(page_at):
             seq = page.evaluate("() => [document.querySelector('#hybrid-path .status')?.dataset.seq, window.__turnSeq]")
             overwritten.append((i, "badge", searched(page), "badge's count, page's", seq))
         elif not drawn(page, context_b):  # and what the details drew is B's too
-            overwritten.append((i, "context", page.locator("#context").inner_text()[:300]))
+            overwritten.append((i, "context", differs(context_b, page.locator("#context").inner_text())))
     assert overwritten == [], (
         f"an older turn replaced the newer one in {len(overwritten)} of {TRIES} tries: {overwritten}"
     )
+
+
+def differs(expected: str, shown: str) -> str:
+    """Where ``shown`` parts from ``expected``: the first line that differs and the lines around it, both sides."""
+    import difflib
+
+    diff = difflib.unified_diff(expected.splitlines(), shown.splitlines(), "B's context", "shown", n=1, lineterm="")
+    return "\n".join(list(diff)[:40])
 
 
 def drawn(page, context: str) -> bool:
