@@ -29,6 +29,18 @@ def test_turns_are_normalised(typed, searched):
     assert clean_query(typed) == searched
 
 
+def test_an_ascii_turn_is_cleaned_as_any_other():
+    """ASCII turns take a path without a loop per character: the same characters go as in the Unicode rule."""
+    import unicodedata
+
+    from retrieval.query import without_controls, without_format
+
+    every = "".join(map(chr, range(128)))
+    by_category = "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch for ch in every)
+    assert without_controls(every) == by_category and without_format(every) == every
+    assert clean_query("a\x00b\x1fc\x7fd e") == "a b c d e"
+
+
 def test_a_turn_of_only_invisible_characters_is_empty():
     with pytest.raises(QueryError, match="empty"):
         clean_query("\u200b\u2060\ufeff")
