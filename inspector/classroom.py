@@ -19,7 +19,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from inspector.exercise_tab import build_exercise_panel
-from inspector.figures import failsafe, log_ticks, message_figure, plot_text
+from inspector.figures import failsafe, log_ticks, message_figure, plot_text, white
 from retrieval.evaluation.lab import (
     CLASS_EXAMPLE,
     CLASS_K,
@@ -141,12 +141,11 @@ def _k_curve_spec(current_k: int, ks: tuple[int, ...], max_rank: int) -> dict[st
             )
         )
     # plotly never wraps a title: two short lines fit the chart's half of the tab at 1024 px (one line was cut)
-    fig.update_layout(
+    white(fig).update_layout(
         title="Credit of a rank: 1/(k + rank)<br><sup>small k: the top ranks dominate; large k: flatter</sup>",
         xaxis_title="rank in one list",
         yaxis_title="1/(k + rank)",
         yaxis_type="log",
-        template="plotly_white",
         height=380,
         legend=dict(orientation="h", y=-0.25),
     )
@@ -171,12 +170,11 @@ def contributions_figure(table: Mapping[str, Any]) -> go.Figure:
                 hovertemplate="%{fullData.name}: %{y:.6f}<extra></extra>",
             )
         )
-    fig.update_layout(
+    white(fig).update_layout(
         barmode="stack",
         title=f"RRF score per document, split by list (k={table['k']})",
         xaxis_title="document (fused order)",
         yaxis_title="RRF score",
-        template="plotly_white",
         height=360,
         xaxis_type="category",
     )

@@ -9,7 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from inspector.evaluation_reports import METRIC_NAMES, ordered_configs
-from inspector.figures import failsafe, message_figure, plot_text
+from inspector.figures import failsafe, message_figure, plot_text, white
 from retrieval.evaluation.sweeps import sweep_figure
 
 COLORS = {"bm25": "#3b82f6", "dense": "#f59e0b", "rrf": "#10b981", "full": "#8b5cf6"}
@@ -36,12 +36,11 @@ def metrics_figure(report: Mapping[str, Any], configs: Sequence[str]) -> go.Figu
                 hovertemplate=f"{c} %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
-    fig.update_layout(
+    white(fig).update_layout(
         barmode="group",
         title=f"{plot_text(str(report['dataset']))}: parent-level metrics "
         f"({report['answerable_turns']} answerable turns)",
         yaxis=dict(range=[0, 1.08], title="score"),
-        template="plotly_white",
         height=400,
     )
     return fig
@@ -66,11 +65,10 @@ def category_figure(report: Mapping[str, Any], configs: Sequence[str], metric: s
                 hovertemplate=f"{c} %{{x}}: %{{y:.4f}}<extra></extra>",
             )
         )
-    fig.update_layout(
+    white(fig).update_layout(
         barmode="group",
         title=f"{metric} per query category (turns in brackets)",
         yaxis=dict(range=[0, 1.05], title=metric),
-        template="plotly_white",
         height=380,
     )
     return fig

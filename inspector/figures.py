@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from inspector.render import BRANCH_COLORS, NEUTRAL, doc_colors
 from retrieval.fusion import reciprocal_rank_fusion
@@ -56,10 +57,27 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     return vals, [f"{v:g}" if v < 1e6 else f"{v:.0f}" for v in vals]
 
 
+# The charts' template, validated by plotly when it registered it.
+WHITE = pio.templates["plotly_white"]
+
+
+def white(fig: go.Figure) -> go.Figure:
+    """``fig`` on the plotly_white template, set as plotly sets its default template: without validating it again.
+    Set by name (``update_layout(template="plotly_white")``) it was validated and deep-copied whole each time:
+    8.6 ms of a chart's ~10, against 0.5 ms this way (the JSON is the same); a turn draws three charts."""
+    layout = fig.layout
+    layout._validate = False
+    try:
+        layout.template = WHITE
+    finally:
+        layout._validate = True
+    return fig
+
+
 def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
+    white(fig)
     fig.update_layout(
         title=dict(text=title, x=0.01, font=dict(size=16)),
-        template="plotly_white",
         font=FONT,
         height=height,
         margin=dict(l=10, r=10, t=48, b=10),

@@ -245,3 +245,15 @@ def test_log_ticks_are_plain_numbers_in_one_two_five_steps():
     assert figures.log_ticks(0.0046, 0.0051)[1] == ["0.002", "0.005", "0.01"]
     with pytest.raises(ValueError, match="positive"):
         figures.log_ticks(0, 1)
+
+
+def test_every_chart_is_on_the_white_template_as_if_set_by_name():
+    """``figures.white`` sets plotly_white without validating it again: the figure is the one setting it by name
+    gives, and a chart keeps validating what it is given after it."""
+    by_name = go.Figure().update_layout(template="plotly_white")
+    assert figures.white(go.Figure()).to_plotly_json() == by_name.to_plotly_json()
+    result = build(**CLASS)
+    for fig in figures.all_figures(result, CHUNKS):
+        assert fig.layout.template == by_name.layout.template
+        with pytest.raises(ValueError):
+            fig.update_layout(height="tall")
