@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from inspector.handlers import EXPORT_KEEP
-from tests.app_server import MINI, AppServer, prebuilt_store
+from tests.app_server import MINI, AppServer, local_client, prebuilt_store
 
 TURN = "GlucoSense GS-40 error E-07"
 
@@ -101,14 +101,13 @@ def test_one_client_keeps_a_bounded_amount_of_uploads_and_unused_ones_go(app):
 def test_reruns_leave_one_file_each_in_the_cache_never_a_copy(app):
     """Each turn writes one export into the app's private folder inside the cache and Gradio serves it from there:
     no second copy per turn. With the cap on that folder (tests/test_exports.py) the cache stays bounded."""
-    from gradio_client import Client
 
     # Four sessions at once, each re-running the turn: a copy per turn, per session or per rerun would show in the
     # count below at any number of turns (8 each before: the turns past the second were the same evidence again).
     sessions, each = 4, 3
 
     def session(_: int) -> None:
-        client = Client(app.url, verbose=False, download_files=False)
+        client = local_client(app.url, download_files=False)
         for _ in range(each):
             client.predict(TURN, api_name="/run_turn")
 
@@ -143,13 +142,12 @@ def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its
     """Two API clients, each its own session: B sees its own export's path (and so the process's folder), and with
     it tries every path an attacker could list or guess: the folders themselves, A's file name in B's folder and
     in the process folder, and neighbouring sequence numbers. None serves A's turn. A's folder goes when A leaves."""
-    from gradio_client import Client
 
-    alice = Client(app.url, verbose=False, download_files=False)
+    alice = local_client(app.url, download_files=False)
     first = alice.predict(SECRET, api_name="/run_turn")
     assert first[-1] is not None, f"A's turn made no export: {first[0]}\n{app.log_tail()}"
     mine = _export_path(first[-1])
-    bob = Client(app.url, verbose=False, download_files=False)
+    bob = local_client(app.url, download_files=False)
     try:
         seen = bob.predict(TURN, api_name="/run_turn")
         theirs = _export_path(seen[-1])
@@ -182,10 +180,9 @@ def test_a_second_client_cannot_fetch_the_first_ones_export_and_it_goes_when_its
 def test_a_slider_sent_nan_inf_or_a_list_through_the_api_gets_a_message(app, value):
     """Issue 19, defect 8: Gradio's slider compared the value with its bounds before the handler ran ("NaN" < 1 is a
     TypeError): a generic error and a traceback in the log. Now the setting's own message comes back."""
-    from gradio_client import Client
 
     before = len(app.log_tail(10**9))
-    client = Client(app.url, verbose=False, download_files=False)
+    client = local_client(app.url, download_files=False)
     try:
         out = client.predict(TURN, rrf_k=value, api_name="/run_turn")
     finally:

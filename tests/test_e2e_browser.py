@@ -248,9 +248,9 @@ def test_why_not_box_and_a_judgment_that_stays_the_session_s_own(page, browser, 
 
 
 def test_run_turn_is_callable_by_gradio_client_with_its_own_settings(server):
-    from gradio_client import Client
+    from tests.app_server import local_client
 
-    client = Client(server, verbose=False)
+    client = local_client(server)
     params = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/run_turn"]["parameters"]
     from inspector.handlers import CONTROLS
 

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from inspector.handlers import CONTROLS, TurnView
-from tests.app_server import SHIPPED, AppServer, prebuilt_store
+from tests.app_server import SHIPPED, AppServer, local_client, prebuilt_store
 
 QUERIES = SHIPPED.with_name("queries.jsonl")
 CATEGORIES = ("lexical", "semantic", "mixed", "multilingual")  # one turn of each: 4 model passes in all
@@ -297,15 +297,12 @@ def app(outside, tmp_path_factory, store_cache):
 
 
 def _client(url: str, downloads: Path):
-    from gradio_client import Client
 
     downloads.mkdir(parents=True, exist_ok=True)
     # 120 s per request, not the client's 20: twenty sessions at once on a machine the rest of the suite also keeps
     # busy answered some POSTs after more than 20 s (ReadTimeout, 2026-12-04); this test is about the answers, the
     # times are the bench's
-    return Client(
-        url, verbose=False, download_files=str(downloads), analytics_enabled=False, httpx_kwargs={"timeout": 120}
-    )
+    return local_client(url, timeout=120, download_files=str(downloads), analytics_enabled=False)
 
 
 def _predict(client, job: Job) -> Any:
