@@ -57,10 +57,9 @@ def retriever_for(
         attach=attach,
     )
     now = time.monotonic()
-    if getattr(retriever, "ood_covered", None) is None and retriever.dense_branch.store is not None:
-        from retrieval import ood_examples  # the out-of-domain pool's turns this corpus answers itself
+    from retrieval import ood_examples  # the out-of-domain pool's turns this corpus answers itself
 
-        retriever.ood_covered = ood_examples.covered(retriever)  # type: ignore[attr-defined]
+    ood_examples.mark_covered(retriever)
     if now - getattr(retriever, "calibration_read_at", -CALIBRATION_REREAD_S) >= CALIBRATION_REREAD_S:
         from retrieval import calibration, store_calls
 

@@ -107,3 +107,11 @@ def covered(retriever: Any, texts: list[str] | None = None) -> frozenset[str]:
         if t in row:
             to_example[i, row[t]] = -np.inf  # an example is not its own neighbour
     return frozenset(t for t, c, e in zip(texts, to_card, to_example.max(axis=1)) if c >= e + COVERED_MARGIN)
+
+
+def mark_covered(retriever: Any) -> None:
+    """Keep on ``retriever``, once, the pool turns its own corpus answers (``covered``) as ``ood_covered``: the
+    refusal rule then never takes them for another domain (``refusal_turn``, ``calibration``). Left unset on a
+    retriever without a dense store, as the page opens such a corpus (``corpus_retrievers.retriever_for``)."""
+    if getattr(retriever, "ood_covered", None) is None and getattr(retriever.dense_branch, "store", None) is not None:
+        retriever.ood_covered = covered(retriever)

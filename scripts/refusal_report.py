@@ -166,7 +166,7 @@ def lazy_retriever(settings: Settings, chunks: list | None = None):
                 from retrieval import ood_examples
 
                 holder["r"] = HybridRetriever(settings, chunks=chunks)
-                holder["r"].ood_covered = ood_examples.covered(holder["r"])
+                ood_examples.mark_covered(holder["r"])  # as the page opens a corpus
         return holder["r"]
 
     return get
