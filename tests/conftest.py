@@ -49,6 +49,9 @@ def chroma_dir(tmp_path_factory) -> Path:
 # Stage budgets for tests that check rankings, not budgets: a busy 2-core CI machine must not turn a slow
 # cross-encoder into rrf_only (the fault tests set their own small budgets).
 PATIENT = dict(bm25_timeout_ms=60_000, dense_timeout_ms=60_000, rerank_timeout_ms=60_000)
+# The same for a launched app (its Settings come from the environment). The run's shared browser app had the
+# defaults: on CI's slower machine a link's turn with 80 pairs went over the 5-s reranker budget (2026-12-04).
+PATIENT_ENV = {name.upper(): str(ms) for name, ms in PATIENT.items()}
 
 
 @pytest.fixture(scope="session")
@@ -104,15 +107,16 @@ def shipped(shipped_settings):
 
 @pytest.fixture(scope="session")
 def shipped_app(tmp_path_factory, store_cache):
-    """``python app.py`` on the shipped corpus (the mini corpus if it is missing), default settings, a temporary
-    Chroma: started once for the session and shared by the browser test files that need no app of their own (each
-    test still opens its own browser context, so its own Gradio session). Starting the app indexes the corpus, so
-    one start instead of one per file saves a model load and an indexing per file."""
+    """``python app.py`` on the shipped corpus (the mini corpus if it is missing), default settings but patient
+    stage budgets (``PATIENT_ENV``), a temporary Chroma: started once for the session and shared by the browser
+    test files that need no app of their own (each test still opens its own browser context, so its own Gradio
+    session). Starting the app indexes the corpus, so one start instead of one per file saves a model load and an
+    indexing per file."""
     from tests.app_server import MINI, SHIPPED, AppServer, prebuilt_store
 
     corpus = SHIPPED if SHIPPED.exists() else MINI
     store = prebuilt_store(corpus, store_cache)
-    with AppServer(tmp_path_factory.mktemp("e2e"), corpus, store=store).running() as app:
+    with AppServer(tmp_path_factory.mktemp("e2e"), corpus, extra_env=PATIENT_ENV, store=store).running() as app:
         yield app
 
 
