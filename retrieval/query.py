@@ -5,6 +5,8 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
+from retrieval.brand_names import generics_in, with_generics
+
 MAX_QUERY_CHARS = 2000
 # The ASCII control characters (category Cc: U+0000-U+001F and U+007F) -> spaces, for ``str.translate``. ASCII has
 # no format (Cf) character and no surrogate: an ASCII turn, however long, is cleaned without a loop in Python (a
@@ -35,7 +37,8 @@ def without_controls(text: str) -> str:
 def clean_query(text: Any) -> str:
     """Normalise a turn or raise ``QueryError``: NFKC (fullwidth and compatibility forms folded, e.g.
     ＧＳ－４０ -> GS-40, ㎎ -> mg), invisible format characters dropped, control characters -> spaces, whitespace
-    collapsed. Both branches search this text."""
+    collapsed; a medicine's brand name gets its generic name beside it (``brand_names``: "motrin" -> "motrin
+    (ibuprofen)"). Both branches search this text."""
     if not isinstance(text, str):
         raise QueryError(f"The turn must be text, got {type(text).__name__}.")
     text = without_format(unicodedata.normalize("NFKC", text))
@@ -47,7 +50,7 @@ def clean_query(text: Any) -> str:
             f"The turn is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}. "
             "Shorten it to the question you want answered."
         )
-    return text
+    return with_generics(text)
 
 
 def normalised_from(typed: Any, searched: str) -> str:
@@ -75,4 +78,8 @@ def normalisation_note(typed: str) -> str:
         parts.append(f"{count} invisible or control character{'s' if count != 1 else ''} removed ({names})")
     if unicodedata.normalize("NFKC", without_format(typed)) != without_format(typed):
         parts.append("fullwidth or compatibility forms folded (NFKC)")
+    brands = generics_in(" ".join(without_controls(without_format(typed)).split()))
+    if brands:
+        named = ", ".join(f"{brand} → {generic}" for brand, generic in brands[:4])
+        parts.append(f"brand name{'s' if len(brands) != 1 else ''} given the generic ({named})")
     return "; ".join(parts) or "spacing changed"
