@@ -34,6 +34,12 @@ def without_controls(text: str) -> str:
     return "".join(" " if unicodedata.category(ch) in {"Cc", "Cs"} else ch for ch in text)
 
 
+def _folded(text: str) -> str:
+    """``text`` NFKC-folded, without format characters, controls as spaces, whitespace collapsed: the turn
+    ``clean_query`` bounds and gives generics to, and the one the badge's note reads the brands from."""
+    return " ".join(without_controls(without_format(unicodedata.normalize("NFKC", text))).split())
+
+
 def clean_query(text: Any) -> str:
     """Normalise a turn or raise ``QueryError``: NFKC (fullwidth and compatibility forms folded, e.g.
     ＧＳ－４０ -> GS-40, ㎎ -> mg), invisible format characters dropped, control characters -> spaces, whitespace
@@ -41,8 +47,7 @@ def clean_query(text: Any) -> str:
     (ibuprofen)"). Both branches search this text."""
     if not isinstance(text, str):
         raise QueryError(f"The turn must be text, got {type(text).__name__}.")
-    text = without_format(unicodedata.normalize("NFKC", text))
-    text = " ".join(without_controls(text).split())
+    text = _folded(text)
     if not text:
         raise QueryError("The turn is empty: type a question about the active corpus (the examples show some).")
     if len(text) > MAX_QUERY_CHARS:
@@ -78,7 +83,7 @@ def normalisation_note(typed: str) -> str:
         parts.append(f"{count} invisible or control character{'s' if count != 1 else ''} removed ({names})")
     if unicodedata.normalize("NFKC", without_format(typed)) != without_format(typed):
         parts.append("fullwidth or compatibility forms folded (NFKC)")
-    brands = generics_in(" ".join(without_controls(without_format(typed)).split()))
+    brands = generics_in(_folded(typed))  # as clean_query found them (a fullwidth brand too)
     if brands:
         named = ", ".join(f"{brand} → {generic}" for brand, generic in brands[:4])
         parts.append(f"brand name{'s' if len(brands) != 1 else ''} given the generic ({named})")

@@ -37,6 +37,9 @@ def test_the_badge_says_which_brand_was_given_which_generic():
     assert normalised_from(typed, clean_query(typed)) == typed  # the badge shows what was typed ...
     assert normalisation_note(typed) == "brand names given the generic (aleve → naproxen, advil → ibuprofen)"
     assert generics_in("what is amlodipine for") == []
+    fullwidth = "ｍｏｔｒｉｎ for cramps"  # folded by NFKC, then given its generic: the note says both
+    assert clean_query(fullwidth) == "motrin (ibuprofen) for cramps"
+    assert normalisation_note(fullwidth).endswith("brand name given the generic (motrin → ibuprofen)")
 
 
 def test_the_table_holds_lower_case_single_words_and_generics_that_are_not_brands():
